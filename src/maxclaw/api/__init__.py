@@ -1,0 +1,1 @@
+"""HTTP and WebSocket layer: thin routes over the services."""

@@ -1,0 +1,45 @@
+"""Dependencies as ``Annotated`` aliases: the caller, by role, and the services."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from maxclaw.auth.service import Principal
+from maxclaw.errors import Unauthorized
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+async def _principal(request: Request) -> Principal:
+    token = bearer_token(request)
+    if token is None:
+        raise Unauthorized("Missing token: send 'Authorization: Bearer <token>'.")
+    principal: Principal = await request.app.state.services.auth.authenticate(token)
+    return principal
+
+
+async def _user(who: Annotated[Principal, Depends(_principal)]) -> Principal:
+    who.require_role("user")
+    return who
+
+
+async def _agent(who: Annotated[Principal, Depends(_principal)]) -> Principal:
+    who.require_role("agent")
+    return who
+
+
+def _services(request: Request) -> Any:
+    return request.app.state.services
+
+
+UserPrincipal = Annotated[Principal, Depends(_user)]
+AgentPrincipal = Annotated[Principal, Depends(_agent)]
+Services = Annotated[Any, Depends(_services)]

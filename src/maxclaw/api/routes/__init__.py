@@ -1,0 +1,27 @@
+"""One router per concept; ``ROUTERS`` is the order ``create_app`` mounts them in."""
+
+from fastapi import APIRouter
+
+from maxclaw.api.routes import (
+    agent,
+    agent_turns,
+    components,
+    decisions,
+    health,
+    push,
+    threads,
+    web,
+    ws,
+)
+
+ROUTERS: list[APIRouter] = [
+    health.router,
+    threads.router,
+    components.router,
+    decisions.router,
+    push.router,
+    agent.router,
+    agent_turns.router,
+    ws.router,
+    web.router,  # last: it serves the WebUI at "/"
+]

@@ -1,0 +1,65 @@
+"""``create_app(settings)``: the whole service as one ASGI app."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from maxclaw.api.errors import install_error_handlers
+from maxclaw.api.middleware import AccessLog, BodyGuard
+from maxclaw.api.routes import ROUTERS
+from maxclaw.container import Services, build_services
+from maxclaw.db.database import Database
+from maxclaw.jobs import Job
+from maxclaw.metrics import Metrics
+from maxclaw.settings import Settings
+from maxclaw.wiring import register_capabilities
+
+log = logging.getLogger("maxclaw")
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """Build the app; the database pool opens (and background jobs start) in its lifespan."""
+    if not settings.database_url:
+        raise ValueError("create_app needs settings.database_url (serve resolves the embedded one)")
+    metrics = Metrics()
+    db = Database(settings.database_url, min_size=settings.db_pool_min,
+                  max_size=settings.db_pool_max, command_timeout=settings.db_command_timeout_s)
+    services = build_services(settings, db, metrics)
+    register_capabilities(services)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await db.open()
+        started: list[Job] = []
+        try:
+            for job in services.jobs:
+                await job.start()
+                started.append(job)
+            yield
+        finally:
+            for job in reversed(started):
+                try:
+                    await job.stop()
+                except Exception:
+                    log.exception("job failed to stop", extra={"kind": job.name})
+            await db.close()
+
+    app = FastAPI(title="MaxClaw", version="0.1.0", lifespan=lifespan)
+    app.state.services = services
+    app.state.metrics = metrics
+    app.state.settings = settings
+    install_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
+    app.add_middleware(AccessLog, metrics=metrics)
+    return app
+
+
+def services_of(app: FastAPI) -> Services:
+    services: Services = app.state.services
+    return services

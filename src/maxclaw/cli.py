@@ -1,0 +1,230 @@
+"""The operator CLI: ``maxclaw serve | migrate | sweep | user create | token create | …``.
+
+Every command takes ``--database-url`` (or ``MAXCLAW_DATABASE_URL``; the flag wins). With
+neither, commands use the embedded PostgreSQL in ``MAXCLAW_DATA_DIR``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from maxclaw.settings import Settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="MaxClaw rich messages: non-blocking questions for AI agents.")
+user_app = typer.Typer(no_args_is_help=True, help="Manage users.")
+token_app = typer.Typer(no_args_is_help=True, help="Manage API tokens.")
+app.add_typer(user_app, name="user")
+app.add_typer(token_app, name="token")
+
+DatabaseUrl = Annotated[str | None, typer.Option(
+    "--database-url", help="PostgreSQL URL (default: MAXCLAW_DATABASE_URL, else embedded).")]
+T = TypeVar("T")
+
+
+def fail(message: str, code: int = 1) -> None:
+    """One clear line on stderr and a non-zero exit — never a traceback."""
+    typer.echo(f"maxclaw: {message}", err=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def database(settings: Settings, url: str | None) -> Iterator[tuple[str, bool]]:
+    """Yield ``(url, embedded)``: the given URL, or the embedded server (stopped on exit)."""
+    url = url or settings.database_url
+    if url:
+        yield url, False
+        return
+    from maxclaw.db.embedded import EmbeddedPostgres
+
+    embedded = EmbeddedPostgres(settings.data_dir)
+    try:
+        started = embedded.start()
+    except Exception as exc:  # the wheel's own errors are varied; report one line
+        fail(f"could not start the embedded PostgreSQL in {settings.data_dir}: {exc}")
+        return
+    try:
+        yield started, True
+    finally:
+        embedded.stop()
+
+
+def migrate_or_fail(url: str) -> None:
+    from maxclaw.db import migrate
+    from maxclaw.db.urls import redact
+
+    try:
+        migrate.upgrade(url)
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        fail(f"cannot migrate the database at {redact(url)}: {reason}")
+
+
+def run_async(url: str, work: Callable[[Any], Awaitable[T]]) -> T:
+    """Open a pool, build the services, run ``work(services)``, close. Errors become one line."""
+    from maxclaw.container import build_services
+    from maxclaw.db.database import Database
+    from maxclaw.errors import MaxclawError
+    from maxclaw.metrics import Metrics
+
+    async def main() -> T:
+        settings = Settings(database_url=url)
+        db = Database(url, min_size=1, max_size=4)
+        await db.open()
+        try:
+            from maxclaw.wiring import register_capabilities
+
+            services = build_services(settings, db, Metrics())
+            register_capabilities(services)
+            return await work(services)
+        finally:
+            await db.close()
+
+    try:
+        return asyncio.run(main())
+    except MaxclawError as exc:
+        fail(exc.message)
+        raise  # unreachable; keeps the type checker honest
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port.")] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Apply migrations and serve the API, WebSocket and WebUI; run the sweeper and push."""
+    import uvicorn
+
+    from maxclaw.app import create_app
+    from maxclaw.logs import configure_logging
+
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_json)
+    with database(settings, database_url) as (url, embedded):
+        migrate_or_fail(url)
+        if not _database_answers(url):
+            return
+        settings = settings.model_copy(update={
+            "database_url": url, "host": host or settings.host, "port": port or settings.port})
+        if embedded:
+            _first_run_hint(settings)
+        uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
+                    log_config=None, ws="websockets-sansio", lifespan="on")
+
+
+def _database_answers(url: str) -> bool:
+    from maxclaw.db.database import connect
+    from maxclaw.db.urls import redact
+
+    async def probe() -> None:
+        conn = await connect(url)
+        await conn.close()
+
+    try:
+        asyncio.run(probe())
+        return True
+    except Exception as exc:
+        fail(f"cannot reach the database at {redact(url)}: {exc}")
+        return False
+
+
+def _first_run_hint(settings: Settings) -> None:
+    """With the embedded database, make sure a user exists and say how to sign in."""
+    from maxclaw.errors import Conflict
+
+    async def ensure_user(services: Any) -> str:
+        try:
+            await services.auth.create_user("max")
+        except Conflict:
+            pass
+        token: str = await services.auth.create_token("max", "user")
+        return token
+
+    assert settings.database_url
+    token = run_async(settings.database_url, ensure_user)
+    url = f"http://{settings.host}:{settings.port}/#token={token}"
+    typer.echo(f"MaxClaw is starting with the embedded database in {settings.data_dir}.\n"
+               f"  Open the WebUI: {url}\n"
+               f"  More tokens:    maxclaw token create --user max --role user|agent", err=True)
+
+
+@app.command()
+def migrate(database_url: DatabaseUrl = None) -> None:
+    """Apply every migration (``alembic upgrade head``)."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(url)
+        typer.echo("migrated to head")
+
+
+@app.command()
+def sweep(database_url: DatabaseUrl = None) -> None:
+    """One due-sweep pass; prints ``{"handed_to_main": n, "kept_open": n}``."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(url)
+
+        async def work(services: Any) -> dict[str, int]:
+            result: dict[str, int] = await services.components.sweep_due_all()
+            return result
+
+        typer.echo(json.dumps(run_async(url, work)))
+
+
+@user_app.command("create")
+def user_create(name: str, database_url: DatabaseUrl = None,
+                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Create a user and its Main thread."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(url)
+
+        async def work(services: Any) -> tuple[str, str]:
+            result: tuple[str, str] = await services.auth.create_user(name)
+            return result
+
+        user_id, main_id = run_async(url, work)
+        if as_json:
+            typer.echo(json.dumps({"user_id": user_id, "main_thread_id": main_id}))
+        else:
+            typer.echo(f"user {name}: {user_id} (Main thread {main_id})")
+
+
+@token_app.command("create")
+def token_create(
+    user: Annotated[str, typer.Option("--user", help="The user's name.")],
+    role: Annotated[str, typer.Option("--role", help="user or agent.")],
+    thread: Annotated[str | None, typer.Option("--thread", help="Bind an agent token.")] = None,
+    database_url: DatabaseUrl = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Mint a token (printed once; only its hash is stored)."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(url)
+
+        async def work(services: Any) -> str:
+            token: str = await services.auth.create_token(user, role, thread)  # type: ignore[arg-type]
+            return token
+
+        token = run_async(url, work)
+        typer.echo(json.dumps({"token": token}) if as_json else token)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

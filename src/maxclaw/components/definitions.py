@@ -1,0 +1,245 @@
+"""``components_of_tool_call``: the one pure function from a tool call to card definitions.
+
+The definition of a card is never stored twice: it is the ``arguments`` of the
+``ask_user_question`` call on the assistant row. Server, WebUI, push and Main's hand-off all
+read it through this function, so they cannot disagree about what a card is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, \
+    field_validator, model_validator
+
+from maxclaw.errors import Invalid
+
+ASK_TOOL = "ask_user_question"
+LOCAL_ID = r"^[A-Za-z0-9_-]{1,64}$"
+MAX_OBJECT_BYTES = 256 * 1024
+MAX_TOOL_CALL_ID = 200
+
+LocalId = Annotated[str, StringConstraints(pattern=LOCAL_ID)]
+Label = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Kind = Literal["choice", "text", "secret", "object"]
+Stakes = Literal["normal", "irreversible"]
+
+
+class _Arg(BaseModel):
+    # strict: a model that sends "true" or 30.5 is told so instead of being silently coerced
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class Option(_Arg):
+    id: LocalId
+    label: Label
+    recommended: bool = False
+
+
+class Action(_Arg):
+    id: LocalId
+    label: Label
+
+
+def _unique_ids(items: list[Option] | list[Action] | None, what: str) -> None:
+    if items is None:
+        return
+    ids = [item.id for item in items]
+    if len(ids) != len(set(ids)):
+        raise ValueError(f"{what} ids must be unique")
+
+
+class QuestionArg(_Arg):
+    id: LocalId
+    kind: Kind
+    question: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+    options: list[Option] | None = None
+    multiple: bool = False
+    allow_other: bool = False
+    placeholder: Annotated[str, StringConstraints(max_length=200)] | None = None
+    object: Any = None
+    actions: list[Action] | None = None
+
+    @field_validator("object")
+    @classmethod
+    def _object_size(cls, value: Any) -> Any:
+        if value is not None and len(json.dumps(value, separators=(",", ":"))) > MAX_OBJECT_BYTES:
+            raise ValueError("object is larger than 256 KiB")
+        return value
+
+    @model_validator(mode="after")
+    def _kind_rules(self) -> QuestionArg:
+        if self.kind == "choice":
+            if self.options is None or not 2 <= len(self.options) <= 12:
+                raise ValueError("a choice question needs 2 to 12 options")
+            _unique_ids(self.options, "option")
+        elif self.options:
+            raise ValueError(f"options are only for choice questions, not {self.kind}")
+        if self.kind == "object":
+            if self.object is None:
+                raise ValueError("an object question needs the object to act on")
+            if not self.actions or len(self.actions) > 12:
+                raise ValueError("an object question needs 1 to 12 actions")
+            _unique_ids(self.actions, "action")
+        elif self.actions:
+            raise ValueError(f"actions are only for object questions, not {self.kind}")
+        return self
+
+
+class CardArgs(_Arg):
+    title: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    questions: Annotated[list[QuestionArg], Field(min_length=1, max_length=8)]
+    stakes: Stakes = "normal"
+    main_after_minutes: Annotated[int, Field(ge=0, le=10080)] = 30
+
+    @model_validator(mode="after")
+    def _unique_questions(self) -> CardArgs:
+        ids = [q.id for q in self.questions]
+        if len(ids) != len(set(ids)):
+            raise ValueError("question ids must be unique")
+        return self
+
+
+class ComponentDefinition(BaseModel):
+    """One interactive element as clients see it (``api.md``: Component definition)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    kind: Kind
+    title: str
+    question: str
+    options: list[Option] = Field(default_factory=list)
+    multiple: bool = False
+    allow_other: bool = False
+    placeholder: str | None = None
+    object: Any = None
+    actions: list[Action] = Field(default_factory=list)
+    stakes: Stakes = "normal"
+
+    @property
+    def local_id(self) -> str:
+        return self.id.rsplit(":", 1)[1]
+
+    @property
+    def sensitive(self) -> bool:
+        return self.kind == "secret"
+
+    def option_label(self, option_id: str) -> str:
+        for item in (*self.options, *self.actions):
+            if item.id == option_id:
+                return item.label
+        return option_id
+
+
+class Card(BaseModel):
+    """A validated ``ask_user_question`` call: card-level settings plus its components."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool_call_id: str
+    title: str
+    stakes: Stakes
+    main_after_minutes: int
+    components: list[ComponentDefinition]
+
+    def component(self, component_id: str) -> ComponentDefinition:
+        for c in self.components:
+            if c.id == component_id:
+                return c
+        raise KeyError(component_id)
+
+
+def _errors(exc: ValidationError) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for err in exc.errors(include_url=False):
+        loc = ["arguments", *err["loc"]]
+        out.append({"loc": loc, "msg": str(err["msg"]).removeprefix("Value error, ")})
+    return out
+
+
+def _arguments(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise Invalid.at(["arguments"], "arguments are not valid JSON") from None
+    return raw
+
+
+def components_of_tool_call(call: Any) -> Card:
+    """Validate one ``ask_user_question`` tool call (``{"id", "name", "arguments"}``).
+
+    Raises ``Invalid`` (and nothing else) naming the field path of every problem.
+    """
+    if not isinstance(call, dict):
+        raise Invalid.at([], "a tool call must be an object with id, name and arguments")
+    call_id, name = call.get("id"), call.get("name")
+    if not isinstance(call_id, str) or not 1 <= len(call_id) <= MAX_TOOL_CALL_ID:
+        raise Invalid.at(["id"], f"a tool call id is a string of 1 to {MAX_TOOL_CALL_ID} characters")
+    if name != ASK_TOOL:
+        raise Invalid.at(["name"], f"not an {ASK_TOOL} call")
+    args = _arguments(call.get("arguments"))
+    if not isinstance(args, dict):
+        raise Invalid.at(["arguments"], "arguments must be a JSON object")
+    try:
+        parsed = CardArgs.model_validate(args)
+    except ValidationError as exc:
+        errors = _errors(exc)
+        first = errors[0]
+        path = ".".join(str(p) for p in first["loc"])
+        raise Invalid(f"{path}: {first['msg']}", errors) from None
+    except (RecursionError, ValueError, TypeError) as exc:  # pathological input
+        raise Invalid.at(["arguments"], f"arguments could not be read: {type(exc).__name__}") \
+            from None
+    return _card(call_id, parsed)
+
+
+def _card(call_id: str, args: CardArgs) -> Card:
+    components = [
+        ComponentDefinition(
+            id=f"{call_id}:{q.id}", kind=q.kind, title=args.title, question=q.question,
+            options=list(q.options or []),
+            multiple=q.multiple if q.kind == "choice"
+            else False, allow_other=q.allow_other if q.kind == "choice" else False,
+            placeholder=q.placeholder, object=q.object, actions=list(q.actions or []),
+            stakes=args.stakes,
+        )
+        for q in args.questions
+    ]
+    return Card(tool_call_id=call_id, title=args.title, stakes=args.stakes,
+                main_after_minutes=args.main_after_minutes, components=components)
+
+
+def normalize_tool_call(call: Any) -> dict[str, Any]:
+    """Accept OpenAI's ``{"id", "type", "function": {"name", "arguments": str}}`` or our
+    ``{"id", "name", "arguments"}`` and return ours (arguments parsed when they are JSON)."""
+    if not isinstance(call, dict):
+        raise Invalid.at(["tool_calls"], "each tool call must be an object")
+    fn = call.get("function") if isinstance(call.get("function"), dict) else call
+    call_id, name, raw = call.get("id"), fn.get("name"), fn.get("arguments", {})
+    if not isinstance(call_id, str) or not 1 <= len(call_id) <= MAX_TOOL_CALL_ID:
+        raise Invalid.at(["tool_calls", "id"], "each tool call needs a string id")
+    if not isinstance(name, str) or not name:
+        raise Invalid.at(["tool_calls", "name"], "each tool call needs a function name")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            pass  # kept as the string; components_of_tool_call reports it to the model
+    return {"id": call_id, "name": name, "arguments": raw}
+
+
+def definitions_for_assistant_row(tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The definitions of every valid card an assistant row's calls posted (for projections)."""
+    out: list[dict[str, Any]] = []
+    for call in tool_calls:
+        if call.get("name") != ASK_TOOL:
+            continue
+        try:
+            card = components_of_tool_call(call)
+        except Invalid:
+            continue
+        out.extend(c.model_dump(mode="json") for c in card.components)
+    return out

@@ -1,0 +1,1 @@
+"""Database plumbing: schema metadata, the connection pool, migrations, the embedded server."""

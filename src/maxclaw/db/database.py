@@ -1,0 +1,124 @@
+"""The asyncpg pool and the one way services open transactions.
+
+Only stores run SQL; services get a connection from ``Database.transaction()`` and hand it to
+store functions, so everything one state change implies commits together or not at all.
+Driver errors that mean "the database is not there" become ``Unavailable`` (503) here, at the
+boundary, so no route ever reports a connection failure as a 500.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+from maxclaw.db.urls import plain_url
+from maxclaw.errors import Unavailable
+
+# Exceptions that mean the server or the connection is gone (not a bug in our SQL).
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    ConnectionError,
+    TimeoutError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.ConnectionFailureError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+)
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database is unreachable (retry later), not that a query is wrong."""
+    return isinstance(exc, CONNECTION_ERRORS)
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    # jsonb in and out as Python objects; every store relies on this
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads,
+                              schema="pg_catalog")
+    await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads,
+                              schema="pg_catalog")
+
+
+async def connect(url: str) -> asyncpg.Connection:
+    """One standalone connection with the project's codecs (listeners, tests, tools)."""
+    conn = await asyncpg.connect(plain_url(url))
+    await _init_connection(conn)
+    return conn
+
+
+class Database:
+    """A pool plus helpers; created in the app's lifespan and passed to every service."""
+
+    def __init__(self, url: str, *, min_size: int = 2, max_size: int = 20,
+                 command_timeout: float = 10.0) -> None:
+        self.url = url
+        self._min = min_size
+        self._max = max_size
+        self._timeout = command_timeout
+        self._pool: asyncpg.Pool | None = None
+
+    async def open(self) -> None:
+        try:
+            self._pool = await asyncpg.create_pool(
+                plain_url(self.url), min_size=self._min, max_size=self._max,
+                command_timeout=self._timeout, init=_init_connection)
+        except CONNECTION_ERRORS as exc:
+            raise Unavailable(f"database unreachable: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise Unavailable("the database pool is not open")
+        return self._pool
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection in autocommit mode (one statement, one transaction)."""
+        try:
+            async with self.pool.acquire() as conn:
+                yield conn
+        except CONNECTION_ERRORS as exc:
+            raise Unavailable("The database is unavailable; retry shortly.") from exc
+
+    @asynccontextmanager
+    async def transaction(self, *, notify: bool = True) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection inside one transaction: commit on success, roll back on error.
+
+        ``notify=False`` skips the rev trigger's NOTIFY hint for this transaction (the listener's
+        periodic catch-up still finds its rows).
+        """
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                if not notify:
+                    await conn.execute("SET LOCAL maxclaw.notify = 'off'")
+                yield conn
+        except CONNECTION_ERRORS as exc:
+            raise Unavailable("The database is unavailable; retry shortly.") from exc
+
+    async def ping(self) -> bool:
+        """One round trip; False when it fails."""
+        try:
+            async with self.pool.acquire(timeout=2.0) as conn:
+                await conn.fetchval("SELECT 1", timeout=2.0)
+            return True
+        except (Unavailable, *CONNECTION_ERRORS, asyncpg.PostgresError):
+            return False
+
+
+def record_dict(row: Any) -> dict[str, Any]:
+    """An asyncpg Record as a plain dict (UUIDs as strings)."""
+    return {k: (str(v) if k.endswith("id") and v is not None and
+                type(v).__name__ == "UUID" else v) for k, v in row.items()}

@@ -1,0 +1,291 @@
+"""The declared schema (SQLAlchemy Core). Alembic migrations are written by hand and a test
+checks that ``alembic upgrade head`` produces exactly this.
+
+Synced tables (threads, messages, decisions) carry ``rev`` (one global sequence) and ``xid``
+(the writing transaction's ``xid8``), both set by the ``maxclaw_stamp_rev`` trigger; clients
+resume from a cursor over ``(xid, rev)``. Every table carries ``user_id``.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+
+metadata = sa.MetaData()
+
+TS = sa.DateTime(timezone=True)
+NOW = sa.text("now()")
+
+
+class XID8(sa.types.UserDefinedType[int]):
+    """PostgreSQL's 64-bit transaction id type (``pg_current_xact_id()``)."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: object) -> str:
+        return "XID8"
+
+
+def _rev_columns() -> list[sa.Column[object]]:
+    return [
+        sa.Column("rev", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+        sa.Column("xid", XID8(), nullable=False, server_default=sa.text("'0'::xid8")),
+    ]
+
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("id", pg.UUID(as_uuid=False), primary_key=True,
+              server_default=sa.text("gen_random_uuid()")),
+    sa.Column("name", sa.Text, nullable=False, unique=True),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+)
+
+threads = sa.Table(
+    "threads",
+    metadata,
+    sa.Column("id", pg.UUID(as_uuid=False), primary_key=True,
+              server_default=sa.text("gen_random_uuid()")),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("category", sa.Text),
+    sa.Column("title", sa.Text, nullable=False, server_default=""),
+    sa.Column("turn_state", sa.Text, nullable=False, server_default="idle"),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.Column("updated_at", TS, nullable=False, server_default=NOW),
+    *_rev_columns(),
+    sa.CheckConstraint("kind IN ('normal', 'main', 'isolated', 'background')",
+                       name="threads_kind_check"),
+    sa.CheckConstraint("turn_state IN ('idle', 'queued', 'running')",
+                       name="threads_turn_state_check"),
+    sa.Index("threads_one_main_per_user", "user_id", unique=True,
+             postgresql_where=sa.text("kind = 'main'")),
+    sa.Index("threads_user_sync", "user_id", "xid", "rev"),
+)
+
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("role", sa.Text, nullable=False),
+    sa.Column("thread_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("threads.id", ondelete="CASCADE")),
+    sa.Column("token_hash", sa.Text, nullable=False, unique=True),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.CheckConstraint("role IN ('user', 'agent')", name="api_tokens_role_check"),
+    sa.CheckConstraint("thread_id IS NULL OR role = 'agent'", name="api_tokens_thread_agent_check"),
+)
+
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("thread_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("role", sa.Text, nullable=False),
+    sa.Column("body", sa.Text),
+    sa.Column("content", pg.JSONB),
+    sa.Column("tool_calls", pg.JSONB),
+    sa.Column("tool_call_id", sa.Text),
+    sa.Column("display", pg.JSONB),
+    sa.Column("source_meta", pg.JSONB),
+    # the body holds a sensitive answer: projections for clients never carry it
+    sa.Column("sensitive", sa.Boolean, nullable=False, server_default=sa.false()),
+    # the turn that wrote an assistant/tool row (null outside a turn)
+    sa.Column("turn_id", sa.BigInteger),
+    # input rows (user, event) wait in the thread's inbox until a model is handed them
+    sa.Column("delivered_at", TS),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.Column("updated_at", TS, nullable=False, server_default=NOW),
+    *_rev_columns(),
+    sa.CheckConstraint("role IN ('user', 'assistant', 'tool', 'event')",
+                       name="messages_role_check"),
+    sa.CheckConstraint("(role = 'tool') = (tool_call_id IS NOT NULL)",
+                       name="messages_tool_call_id_check"),
+    sa.Index("messages_thread_id", "thread_id", "id"),
+    sa.Index("messages_user_sync", "user_id", "xid", "rev"),
+    sa.Index("messages_tool_result", "thread_id", "tool_call_id", unique=True,
+             postgresql_where=sa.text("role = 'tool'")),
+    sa.Index("messages_undelivered", "thread_id", "id",
+             postgresql_where=sa.text("delivered_at IS NULL AND role IN ('user', 'event')")),
+)
+
+decisions = sa.Table(
+    "decisions",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default="open"),
+    sa.Column("dedupe_key", sa.Text, nullable=False, unique=True),
+    sa.Column("component_id", sa.Text),
+    sa.Column("thread_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("threads.id", ondelete="CASCADE")),
+    sa.Column("title", sa.Text, nullable=False, server_default=""),
+    sa.Column("body", sa.Text, nullable=False, server_default=""),
+    sa.Column("options", pg.JSONB, nullable=False, server_default=sa.text("'[]'::jsonb")),
+    sa.Column("allow_text", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("sensitive", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("answer_text", sa.Text),
+    sa.Column("settled_via", sa.Text),
+    sa.Column("bar", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("bar_snoozed_until", TS),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.Column("settled_at", TS),
+    sa.Column("updated_at", TS, nullable=False, server_default=NOW),
+    *_rev_columns(),
+    sa.CheckConstraint("status IN ('open', 'settled')", name="decisions_status_check"),
+    sa.CheckConstraint("settled_via IS NULL OR settled_via IN ('card', 'decision', 'push', 'main')",
+                       name="decisions_settled_via_check"),
+    sa.Index("decisions_user_status", "user_id", "status", "id"),
+    sa.Index("decisions_user_sync", "user_id", "xid", "rev"),
+)
+
+message_components = sa.Table(
+    "message_components",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("thread_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("message_id", sa.BigInteger,
+              sa.ForeignKey("messages.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("tool_message_id", sa.BigInteger,
+              sa.ForeignKey("messages.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("stakes", sa.Text, nullable=False, server_default="normal"),
+    sa.Column("sensitive", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("status", sa.Text, nullable=False, server_default="open"),
+    sa.Column("answer", pg.JSONB),
+    sa.Column("answered_by", sa.Text),
+    sa.Column("answered_via", sa.Text),
+    sa.Column("main_reason", sa.Text),
+    sa.Column("due_at", TS),
+    sa.Column("decision_id", sa.BigInteger,
+              sa.ForeignKey("decisions.id", ondelete="SET NULL")),
+    sa.Column("posted_at", TS, nullable=False, server_default=NOW),
+    sa.Column("answered_at", TS),
+    sa.Column("seen_at", TS),
+    sa.Column("updated_at", TS, nullable=False, server_default=NOW),
+    sa.CheckConstraint("kind IN ('choice', 'text', 'secret', 'object')",
+                       name="message_components_kind_check"),
+    sa.CheckConstraint("stakes IN ('normal', 'irreversible')",
+                       name="message_components_stakes_check"),
+    sa.CheckConstraint(
+        "status IN ('open', 'answered', 'with-main', 'main-answered', 'revoked', 'handed-back')",
+        name="message_components_status_check"),
+    sa.CheckConstraint("answered_by IS NULL OR answered_by IN ('max', 'main')",
+                       name="message_components_answered_by_check"),
+    sa.CheckConstraint(
+        "answered_via IS NULL OR answered_via IN ('card', 'decision', 'push', 'main')",
+        name="message_components_answered_via_check"),
+    sa.Index("message_components_due", "due_at",
+             postgresql_where=sa.text("status = 'open' AND due_at IS NOT NULL")),
+    sa.Index("message_components_thread", "thread_id", "status"),
+    sa.Index("message_components_tool_message", "tool_message_id"),
+)
+
+component_audit = sa.Table(
+    "component_audit",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("component_id", sa.Text, nullable=False),
+    sa.Column("from_status", sa.Text),
+    sa.Column("to_status", sa.Text, nullable=False),
+    sa.Column("actor", sa.Text, nullable=False),
+    sa.Column("via", sa.Text),
+    sa.Column("at", TS, nullable=False, server_default=NOW),
+    sa.Index("component_audit_component", "component_id", "id"),
+)
+
+turns = sa.Table(
+    "turns",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("thread_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default="queued"),
+    sa.Column("runtime_id", sa.Text),
+    sa.Column("lease_until", TS),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.Column("claimed_at", TS),
+    sa.Column("finished_at", TS),
+    # 'lapsed': the lease ran out; a fresh turn replaced it, so the old id fences stale writers
+    sa.CheckConstraint("status IN ('queued', 'running', 'done', 'lapsed')",
+                       name="turns_status_check"),
+    sa.Index("turns_one_active_per_thread", "thread_id", unique=True,
+             postgresql_where=sa.text("status IN ('queued', 'running')")),
+    sa.Index("turns_queued", "id", postgresql_where=sa.text("status = 'queued'")),
+    sa.Index("turns_running_lease", "lease_until",
+             postgresql_where=sa.text("status = 'running'")),
+)
+
+presence = sa.Table(
+    "presence",
+    metadata,
+    sa.Column("connection_id", sa.Text, primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("thread_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("threads.id", ondelete="CASCADE")),
+    sa.Column("expires_at", TS, nullable=False),
+    sa.Index("presence_user_thread", "user_id", "thread_id"),
+)
+
+push_devices = sa.Table(
+    "push_devices",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("platform", sa.Text, nullable=False),
+    # platform-specific address: endpoint+keys (webpush), token/topic/environment (apns), url (webhook)
+    sa.Column("config", pg.JSONB, nullable=False),
+    sa.Column("secret", sa.Text),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.CheckConstraint("platform IN ('webpush', 'apns', 'webhook', 'log')",
+                       name="push_devices_platform_check"),
+    sa.Index("push_devices_user", "user_id"),
+)
+
+push_outbox = sa.Table(
+    "push_outbox",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("device_id", sa.BigInteger,
+              sa.ForeignKey("push_devices.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("decision_id", sa.BigInteger,
+              sa.ForeignKey("decisions.id", ondelete="CASCADE")),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("collapse_id", sa.Text),
+    sa.Column("payload", pg.JSONB, nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default="pending"),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("next_attempt_at", TS, nullable=False, server_default=NOW),
+    sa.Column("lease_until", TS),
+    sa.Column("last_error", sa.Text),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.Column("sent_at", TS),
+    sa.CheckConstraint("kind IN ('notify', 'withdraw')", name="push_outbox_kind_check"),
+    sa.CheckConstraint("status IN ('pending', 'sending', 'sent', 'dead')",
+                       name="push_outbox_status_check"),
+    sa.Index("push_outbox_ready", "next_attempt_at",
+             postgresql_where=sa.text("status IN ('pending', 'sending')")),
+    sa.Index("push_outbox_decision", "decision_id"),
+)
+
+SYNCED_TABLES = ("threads", "messages", "decisions")

@@ -1,0 +1,59 @@
+"""Structured logging. Log records carry ids, codes and timings — never a message body or an
+answer: callers pass only whitelisted ``extra`` fields, and the formatter drops everything else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+# Only these ``extra`` keys ever reach the output; anything else a caller attaches is dropped.
+SAFE_FIELDS = frozenset({
+    "method", "path", "status", "duration_ms", "code", "user_id", "thread_id", "component_id",
+    "decision_id", "outbox_id", "device_id", "platform", "attempts", "turn_id", "count",
+    "handed_to_main", "kept_open", "pgdata", "url", "error", "kind", "collapse_id", "payload",
+    "replica", "clients", "lag",
+})
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key in SAFE_FIELDS:
+            if key in record.__dict__:
+                out[key] = record.__dict__[key]
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        extras = " ".join(f"{k}={record.__dict__[k]}" for k in sorted(SAFE_FIELDS)
+                          if k in record.__dict__)
+        line = f"{record.levelname[0]} {record.name}: {record.getMessage()}"
+        if extras:
+            line += "  " + extras
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def configure_logging(level: str = "INFO", json_output: bool | None = None) -> None:
+    """Install one stderr handler: JSON when stderr is not a terminal (or when asked)."""
+    use_json = (not sys.stderr.isatty()) if json_output is None else json_output
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # uvicorn's own access log would duplicate ours (and print query strings)
+    logging.getLogger("uvicorn.access").disabled = True

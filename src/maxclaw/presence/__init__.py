@@ -1,0 +1,1 @@
+"""Presence: which thread a user's live client has in focus (feeds the due-time rule)."""

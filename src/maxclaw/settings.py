@@ -1,0 +1,56 @@
+"""Settings, read once from the environment (prefix ``MAXCLAW_``) and passed down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    """The platform's user data directory for MaxClaw (the embedded database lives here)."""
+    return Path(platformdirs.user_data_dir("maxclaw", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """Every knob of the service. Built once (``Settings()``) and handed to ``create_app``."""
+
+    model_config = SettingsConfigDict(env_prefix="MAXCLAW_", extra="ignore")
+
+    database_url: str | None = None
+    data_dir: Path = Field(default_factory=default_data_dir)
+    host: str = "127.0.0.1"
+    port: int = 8765
+    log_level: str = "INFO"
+    log_json: bool | None = None  # None: JSON when stderr is not a terminal
+
+    db_pool_min: int = 2
+    db_pool_max: int = 20
+    db_command_timeout_s: float = 10.0
+
+    # background jobs inside `serve`; tests switch them off to drive them by hand
+    run_sweeper: bool = True
+    sweep_interval_s: float = 60.0
+    sweep_batch: int = 500
+    run_push_dispatcher: bool = True
+    run_listener: bool = True
+    realtime_poll_s: float = 0.5
+
+    presence_ttl_s: float = 90.0
+    turn_lease_s: float = 60.0
+
+    # push
+    push_allow_private_urls: bool = False
+    push_log_payloads: bool = True
+    push_max_attempts: int = 8
+    push_backoff_base_s: float = 2.0
+    push_backoff_max_s: float = 600.0
+    vapid_private_key: str | None = None  # PEM or base64url raw key
+    vapid_subject: str = "mailto:ops@maxclaw.invalid"
+    apns_key_path: Path | None = None
+    apns_key_id: str | None = None
+    apns_team_id: str | None = None
+
+    max_body_bytes: int = 1024 * 1024

@@ -1,0 +1,1 @@
+"""Threads, messages and the inbox path that wakes a thread."""

@@ -1,0 +1,41 @@
+"""What clients see of threads and messages (REST and WebSocket use the same functions).
+
+A sensitive user row (a secret answer) is shown with ``body: null``; its plaintext is served
+only to agent runtimes (``maxclaw.agent``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from maxclaw.components.definitions import definitions_for_assistant_row
+
+SECRET_LINE = "Submitted (not echoed)"
+
+
+def thread_projection(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"], "kind": row["kind"], "category": row["category"], "title": row["title"],
+        "turn_state": row["turn_state"], "created_at": row["created_at"], "rev": row["rev"],
+    }
+
+
+def message_projection(row: dict[str, Any]) -> dict[str, Any]:
+    """The client-facing message: never a sensitive body; cards' definitions on assistant rows."""
+    tool_calls = row["tool_calls"]
+    components = (definitions_for_assistant_row(tool_calls)
+                  if row["role"] == "assistant" and tool_calls else None)
+    return {
+        "id": row["id"],
+        "thread_id": row["thread_id"],
+        "role": row["role"],
+        "body": None if row["sensitive"] else row["body"],
+        "content": row["content"],
+        "tool_calls": tool_calls,
+        "tool_call_id": row["tool_call_id"],
+        "display": row["display"],
+        "source_meta": row["source_meta"],
+        "components": components,
+        "created_at": row["created_at"],
+        "rev": row["rev"],
+    }

@@ -1,0 +1,86 @@
+"""SQL for threads, messages and turn wake-ups. Every query is scoped by ``user_id``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+THREAD_COLUMNS = "id::text, user_id::text, kind, category, title, turn_state, created_at, rev"
+MESSAGE_COLUMNS = (
+    "id, user_id::text, thread_id::text, role, body, content, tool_calls, tool_call_id, display,"
+    " source_meta, sensitive, turn_id, delivered_at, created_at, rev"
+)
+
+LIST_THREADS = f"""
+SELECT {THREAD_COLUMNS} FROM threads WHERE user_id = $1::uuid ORDER BY created_at, id LIMIT $2
+"""
+GET_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE user_id = $1::uuid AND id = $2::uuid"
+INSERT_THREAD = f"""
+INSERT INTO threads (user_id, kind, title, category) VALUES ($1::uuid, $2, $3, $4)
+RETURNING {THREAD_COLUMNS}
+"""
+LIST_MESSAGES = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages
+ WHERE user_id = $1::uuid AND thread_id = $2::uuid AND id > $3
+ ORDER BY id LIMIT $4
+"""
+GET_MESSAGE = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE user_id = $1::uuid AND id = $2"
+INSERT_MESSAGE = f"""
+INSERT INTO messages (user_id, thread_id, role, body, content, tool_calls, tool_call_id, display,
+                      source_meta, sensitive, turn_id)
+VALUES ($1::uuid, $2::uuid, $3, $4, $5::jsonb, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10, $11)
+RETURNING {MESSAGE_COLUMNS}
+"""
+# A new input on an idle thread queues a turn; on a thread with a queued or running turn the
+# partial unique index turns_one_active_per_thread makes this a no-op, and the input waits in
+# the inbox for the running turn's next step boundary.
+WAKE_THREAD = """
+INSERT INTO turns (user_id, thread_id) VALUES ($1::uuid, $2::uuid)
+ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') DO NOTHING
+"""
+
+
+async def list_threads(conn: asyncpg.Connection, user_id: str, limit: int) -> list[dict[str, Any]]:
+    """The user's threads, oldest first."""
+    return [dict(r) for r in await conn.fetch(LIST_THREADS, user_id, limit)]
+
+
+async def get_thread(conn: asyncpg.Connection, user_id: str,
+                     thread_id: str) -> dict[str, Any] | None:
+    row = await conn.fetchrow(GET_THREAD, user_id, thread_id)
+    return dict(row) if row else None
+
+
+async def insert_thread(conn: asyncpg.Connection, user_id: str, kind: str, title: str,
+                        category: str | None) -> dict[str, Any]:
+    return dict(await conn.fetchrow(INSERT_THREAD, user_id, kind, title, category))
+
+
+async def list_messages(conn: asyncpg.Connection, user_id: str, thread_id: str, after_id: int,
+                        limit: int) -> list[dict[str, Any]]:
+    """A page of a thread's timeline in id order."""
+    return [dict(r) for r in await conn.fetch(LIST_MESSAGES, user_id, thread_id, after_id, limit)]
+
+
+async def get_message(conn: asyncpg.Connection, user_id: str,
+                      message_id: int) -> dict[str, Any] | None:
+    row = await conn.fetchrow(GET_MESSAGE, user_id, message_id)
+    return dict(row) if row else None
+
+
+async def insert_message(
+    conn: asyncpg.Connection, *, user_id: str, thread_id: str, role: str,
+    body: str | None = None, content: Any = None, tool_calls: Any = None,
+    tool_call_id: str | None = None, display: Any = None, source_meta: Any = None,
+    sensitive: bool = False, turn_id: int | None = None,
+) -> dict[str, Any]:
+    """Append one row to a thread's timeline."""
+    row = await conn.fetchrow(INSERT_MESSAGE, user_id, thread_id, role, body, content, tool_calls,
+                              tool_call_id, display, source_meta, sensitive, turn_id)
+    return dict(row)
+
+
+async def wake_thread(conn: asyncpg.Connection, user_id: str, thread_id: str) -> None:
+    """Queue a turn unless one is already queued or running."""
+    await conn.execute(WAKE_THREAD, user_id, thread_id)

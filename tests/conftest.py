@@ -1,0 +1,155 @@
+"""Shared fixtures. Every database test gets its own real PostgreSQL database."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from maxclaw.app import create_app
+from maxclaw.settings import Settings
+from tests import pg
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The PostgreSQL server under test: MAXCLAW_TEST_DATABASE_URL, else the embedded one."""
+    given = pg.server_url_from_env()
+    if given:
+        yield given
+        return
+    # the parent of basetemp is shared by all xdist workers of one run
+    base = tmp_path_factory.getbasetemp().parent
+    url, server = pg.start_embedded(base)
+    yield url
+    server.stop()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: str) -> str:
+    return asyncio.run(pg.ensure_template(pg_server))
+
+
+@pytest.fixture
+def database_url(pg_server: str, pg_template: str) -> Iterator[str]:
+    """A fresh, migrated database for this test only."""
+    url = asyncio.run(pg.clone_database(pg_server, pg_template))
+    yield url
+    asyncio.run(pg.drop_database(pg_server, url))
+
+
+def test_settings(database_url: str, **overrides: Any) -> Settings:
+    """Settings for an in-process app: background jobs off unless a test turns them on."""
+    base: dict[str, Any] = {
+        "database_url": database_url, "run_sweeper": False, "run_push_dispatcher": False,
+        "run_listener": False, "log_json": True, "db_pool_min": 1, "db_pool_max": 10,
+    }
+    base.update(overrides)
+    return Settings(**base)
+
+
+@dataclass
+class Actor:
+    """A user with a user token and an agent token, plus an HTTP client for each."""
+
+    name: str
+    user_id: str
+    main_thread_id: str
+    user_token: str
+    agent_token: str
+    user: httpx.AsyncClient
+    agent: httpx.AsyncClient
+
+
+@dataclass
+class Harness:
+    app: Any
+    services: Any
+    client: httpx.AsyncClient
+
+    async def actor(self, name: str) -> Actor:
+        user_id, main = await self.services.auth.create_user(name)
+        user_token = await self.services.auth.create_token(name, "user")
+        agent_token = await self.services.auth.create_token(name, "agent")
+        return Actor(name, user_id, main, user_token, agent_token,
+                     self.with_token(user_token), self.with_token(agent_token))
+
+    def with_token(self, token: str | None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app),
+                                 base_url="http://test", headers=headers)
+
+
+@pytest.fixture
+async def harness(database_url: str) -> AsyncIterator[Harness]:
+    """The app in-process (lifespan run), with services reachable for setup."""
+    app = create_app(test_settings(database_url))
+    async with app.router.lifespan_context(app):
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+        yield Harness(app=app, services=app.state.services, client=client)
+        await client.aclose()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen[bytes]
+    base_url: str
+    database_url: str
+    log_path: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_server(database_url: str, log_path: Path, port: int | None = None,
+                 env: dict[str, str] | None = None) -> ServerProcess:
+    """The real ``maxclaw serve`` as a subprocess on a free port; waits for /readyz."""
+    port = port or free_port()
+    full_env = {**os.environ, "MAXCLAW_DATABASE_URL": database_url, "MAXCLAW_LOG_JSON": "true",
+                **(env or {})}
+    log_file = log_path.open("ab")
+    proc = subprocess.Popen([sys.executable, "-m", "maxclaw.cli", "serve", "--port", str(port)],
+                            env=full_env, stdout=log_file, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve exited early:\n{log_path.read_text()[-3000:]}")
+        try:
+            if httpx.get(base + "/readyz", timeout=1).status_code == 200:
+                return ServerProcess(proc, base, database_url, log_path)
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"serve did not become ready:\n{log_path.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def server(database_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
+    """A real ``maxclaw serve`` on its own database."""
+    srv = start_server(database_url, tmp_path / "serve.log")
+    yield srv
+    srv.stop()
