@@ -222,6 +222,8 @@ turns = sa.Table(
     sa.Column("created_at", TS, nullable=False, server_default=NOW),
     sa.Column("claimed_at", TS),
     sa.Column("finished_at", TS),
+    # the highest message id this turn has handed to its model (claim history, inbox)
+    sa.Column("delivered_through", sa.BigInteger, nullable=False, server_default=sa.text("0")),
     # 'lapsed': the lease ran out; a fresh turn replaced it, so the old id fences stale writers
     sa.CheckConstraint("status IN ('queued', 'running', 'done', 'lapsed')",
                        name="turns_status_check"),
