@@ -29,6 +29,8 @@ class Services:
     push: Any = None
     realtime: Any = None
     turns: Any = None
+    tools: Any = None
+    agent_messages: Any = None
     jobs: list[Job] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 

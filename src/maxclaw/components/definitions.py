@@ -10,8 +10,16 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, \
-    field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from maxclaw.errors import Invalid
 
@@ -68,22 +76,40 @@ class QuestionArg(_Arg):
             raise ValueError("object is larger than 256 KiB")
         return value
 
-    @model_validator(mode="after")
-    def _kind_rules(self) -> QuestionArg:
-        if self.kind == "choice":
-            if self.options is None or not 2 <= len(self.options) <= 12:
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: list[Option] | None, info: ValidationInfo) -> list[Option] | None:
+        kind = info.data.get("kind")
+        if kind == "choice":
+            if value is None or not 2 <= len(value) <= 12:
                 raise ValueError("a choice question needs 2 to 12 options")
-            _unique_ids(self.options, "option")
-        elif self.options:
-            raise ValueError(f"options are only for choice questions, not {self.kind}")
+            _unique_ids(value, "option")
+        elif value:
+            raise ValueError(f"options are only for choice questions, not {kind}")
+        return value
+
+    @field_validator("actions")
+    @classmethod
+    def _actions(cls, value: list[Action] | None, info: ValidationInfo) -> list[Action] | None:
+        kind = info.data.get("kind")
+        if kind == "object":
+            if not value or len(value) > 12:
+                raise ValueError("an object question needs 1 to 12 actions")
+            _unique_ids(value, "action")
+        elif value:
+            raise ValueError(f"actions are only for object questions, not {kind}")
+        return value
+
+    @model_validator(mode="after")
+    def _required_by_kind(self) -> QuestionArg:
+        # a missing field never reaches the field validators above, so check presence here
+        if self.kind == "choice" and self.options is None:
+            raise ValueError("options: a choice question needs 2 to 12 options")
         if self.kind == "object":
             if self.object is None:
-                raise ValueError("an object question needs the object to act on")
-            if not self.actions or len(self.actions) > 12:
-                raise ValueError("an object question needs 1 to 12 actions")
-            _unique_ids(self.actions, "action")
-        elif self.actions:
-            raise ValueError(f"actions are only for object questions, not {self.kind}")
+                raise ValueError("object: an object question needs the object to act on")
+            if not self.actions:
+                raise ValueError("actions: an object question needs 1 to 12 actions")
         return self
 
 
@@ -93,12 +119,13 @@ class CardArgs(_Arg):
     stakes: Stakes = "normal"
     main_after_minutes: Annotated[int, Field(ge=0, le=10080)] = 30
 
-    @model_validator(mode="after")
-    def _unique_questions(self) -> CardArgs:
-        ids = [q.id for q in self.questions]
+    @field_validator("questions")
+    @classmethod
+    def _unique_questions(cls, value: list[QuestionArg]) -> list[QuestionArg]:
+        ids = [q.id for q in value]
         if len(ids) != len(set(ids)):
             raise ValueError("question ids must be unique")
-        return self
+        return value
 
 
 class ComponentDefinition(BaseModel):

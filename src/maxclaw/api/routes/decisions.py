@@ -1,5 +1,41 @@
-"""Routes for this capability (filled in by its issue)."""
+"""User endpoints for the decisions panel."""
 
-from fastapi import APIRouter
+from __future__ import annotations
 
-router = APIRouter()
+from typing import Any
+
+from fastapi import APIRouter, Query
+from fastapi.encoders import jsonable_encoder
+from pydantic import BaseModel
+
+from maxclaw.api.deps import Services, UserPrincipal
+
+router = APIRouter(prefix="/v1/decisions")
+
+
+class SettleBody(BaseModel):
+    selected: Any = None
+    text: Any = None
+
+
+class SnoozeBody(BaseModel):
+    minutes: Any = None
+
+
+@router.get("")
+async def list_decisions(who: UserPrincipal, services: Services, status: str = Query("open"),
+                         limit: int = Query(100)) -> dict[str, Any]:
+    return {"decisions": jsonable_encoder(await services.decisions.list(who, status, limit))}
+
+
+@router.post("/{decision_id}/settle")
+async def settle(decision_id: int, body: SettleBody, who: UserPrincipal,
+                 services: Services) -> dict[str, Any]:
+    return jsonable_encoder(await services.decisions.settle(who, decision_id, body.selected,
+                                                            body.text, "decision"))
+
+
+@router.post("/{decision_id}/snooze")
+async def snooze(decision_id: int, body: SnoozeBody, who: UserPrincipal,
+                 services: Services) -> dict[str, Any]:
+    return jsonable_encoder(await services.decisions.snooze(who, decision_id, body.minutes))

@@ -1,0 +1,335 @@
+"""ComponentService: where a question becomes a card and an answer becomes a message.
+
+Each public method is one transaction:
+1. the CAS on ``message_components`` (no row back: another surface won → ``ComponentError``,
+   and nothing else is written);
+2. the mirror into the tool row's ``display.states`` (the rev trigger syncs every client);
+3. the consequences — the answer message, the carrier's settlement and its push withdrawal, the
+   audit row, the thread's wake-up.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from maxclaw.auth.service import Principal
+from maxclaw.clock import Clock
+from maxclaw.components import store
+from maxclaw.components.answers import stored_answer, validate_answer
+from maxclaw.components.definitions import Card, ComponentDefinition, components_of_tool_call
+from maxclaw.components.rules import main_may_take
+from maxclaw.components.text import answer_message_text, handoff_text, revoke_text
+from maxclaw.db.database import Database
+from maxclaw.decisions import service as carriers
+from maxclaw.errors import ComponentError, Invalid, NotFound
+from maxclaw.metrics import Metrics
+from maxclaw.presence import store as presence_store
+from maxclaw.timeline import store as timeline_store
+
+WATCHED_DUE = timedelta(hours=1)
+# Max answers from these states; the card itself is locked while Main holds it, the panel and
+# push are not (answering first from elsewhere is legitimate).
+ANSWERABLE = {"card": ["open", "revoked", "handed-back"],
+              "decision": ["open", "revoked", "handed-back", "with-main"],
+              "push": ["open", "revoked", "handed-back", "with-main"]}
+UNSETTLED = ["open", "with-main", "handed-back", "revoked"]
+SECRET_LINE = "Submitted (not echoed)"
+
+
+def state_of(row: dict[str, Any]) -> dict[str, Any]:
+    """A component's entry in ``display.states`` (the answer is already secret-safe)."""
+    return {"status": row["status"], "answered_by": row["answered_by"],
+            "answered_via": row["answered_via"], "answer": row["answer"],
+            "due_at": row["due_at"].isoformat() if row["due_at"] else None}
+
+
+def card_of(row: dict[str, Any]) -> Card:
+    """The card a component row belongs to, from the call on its assistant row."""
+    call_id = row["id"].rsplit(":", 1)[0]
+    for call in row["tool_calls"] or []:
+        if call.get("id") == call_id:
+            return components_of_tool_call(call)
+    raise NotFound("The call that posted this card is missing.")
+
+
+def definition_of(row: dict[str, Any]) -> ComponentDefinition:
+    return card_of(row).component(row["id"])
+
+
+def component_projection(row: dict[str, Any], definition: ComponentDefinition) -> dict[str, Any]:
+    """``GET /v1/components/{id}``: the definition plus the state (never a secret)."""
+    return {
+        **definition.model_dump(mode="json"),
+        "status": row["status"], "answer": row["answer"], "answered_by": row["answered_by"],
+        "answered_via": row["answered_via"], "main_reason": row["main_reason"],
+        "due_at": row["due_at"], "decision_id": row["decision_id"],
+        "thread_id": row["thread_id"], "message_id": row["message_id"],
+        "tool_message_id": row["tool_message_id"], "posted_at": row["posted_at"],
+        "answered_at": row["answered_at"], "seen_at": row["seen_at"],
+    }
+
+
+def _thread(row: dict[str, Any]) -> dict[str, Any]:
+    return {"id": row["thread_id"], "kind": row["thread_kind"], "category": row["category"],
+            "title": row["thread_title"]}
+
+
+class ComponentService:
+    """Cards: post, answer, hand to Main and back, revoke, sweep."""
+
+    def __init__(self, db: Database, clock: Clock, metrics: Metrics) -> None:
+        self.db = db
+        self.clock = clock
+        self.metrics = metrics
+
+    # ----- reading -----
+
+    async def _load(self, conn: asyncpg.Connection, user_id: str,
+                    component_id: str) -> dict[str, Any]:
+        row = await store.get_with_context(conn, user_id, component_id)
+        if row is None:
+            raise NotFound("No such component.")
+        return row
+
+    async def get(self, who: Principal, component_id: str) -> dict[str, Any]:
+        """One component with its definition and state."""
+        async with self.db.connection() as conn:
+            row = await self._load(conn, who.user_id, component_id)
+        who.check_thread(row["thread_id"])
+        return component_projection(row, definition_of(row))
+
+    # ----- posting (ask_user_question) -----
+
+    async def post_card(self, conn: asyncpg.Connection, *, user_id: str, thread: dict[str, Any],
+                        card: Card, assistant_message_id: int, turn_id: int | None,
+                        content_for: Any) -> dict[str, Any]:
+        """Create a card's rows inside the caller's transaction; returns the tool row.
+
+        ``content_for(due_ats)`` builds the tool row's content from the components' due times.
+        Due time: one hour if Max is watching the thread (no carrier), else
+        ``main_after_minutes`` (and a carrier, which pushes).
+        """
+        now = self.clock.now()
+        watching = await presence_store.is_watching(conn, user_id, thread["id"], now)
+        due_at = now + (WATCHED_DUE if watching else timedelta(minutes=card.main_after_minutes))
+        states = {c.id: {"status": "open", "answered_by": None, "answered_via": None,
+                         "answer": None, "due_at": due_at.isoformat()} for c in card.components}
+        tool_row = await timeline_store.insert_message(
+            conn, user_id=user_id, thread_id=thread["id"], role="tool",
+            tool_call_id=card.tool_call_id, content=content_for(due_at),
+            display={"v": 1, "kind": "components", "states": states},
+            source_meta={"tool": {"name": "ask_user_question", "status": 200}},
+            turn_id=turn_id)
+        decision_ids: list[int | None] = []
+        for definition in card.components:
+            if watching:
+                decision_ids.append(None)
+            else:
+                decision = await carriers.ensure_carrier(conn, user_id, definition, thread)
+                decision_ids.append(decision["id"])
+        await store.insert_components(conn, [
+            {"id": c.id, "user_id": user_id, "thread_id": thread["id"],
+             "message_id": assistant_message_id, "tool_message_id": tool_row["id"],
+             "kind": c.kind, "stakes": c.stakes, "sensitive": c.sensitive, "due_at": due_at,
+             "decision_id": decision_id}
+            for c, decision_id in zip(card.components, decision_ids, strict=True)])
+        return tool_row
+
+    # ----- Max answers -----
+
+    async def answer(self, who: Principal, component_id: str, selected: Any, text: Any,
+                     via: str) -> dict[str, Any]:
+        """Max's answer from the card, the panel or a push: exactly one surface wins."""
+        if via not in ANSWERABLE:
+            raise ValueError(f"unknown surface {via!r}")
+        async with self.db.transaction() as conn:
+            row = await self._load(conn, who.user_id, component_id)
+            who.check_thread(row["thread_id"])
+            definition = definition_of(row)
+            answer = validate_answer(definition, selected, text)
+            kept = stored_answer(definition, answer)
+            new = await store.cas_answer(conn, who.user_id, component_id, ANSWERABLE[via], kept,
+                                         via)
+            if new is None:
+                raise await self._lost(conn, who.user_id, component_id, via)
+            await store.mirror(conn, who.user_id, row["tool_message_id"], component_id,
+                               state_of(new))
+            await self._post_answer(conn, who.user_id, row, definition, answer, by_main=False,
+                                    via=via)
+            await carriers.settle_carrier(conn, who.user_id, new["decision_id"], definition,
+                                          answer, via)
+            await store.audit(conn, who.user_id, component_id, row["status"], "answered", "max",
+                              via)
+        self.metrics.answers.labels(via).inc()
+        return component_projection({**row, **new, "answered_at": self.clock.now()}, definition)
+
+    async def _lost(self, conn: asyncpg.Connection, user_id: str, component_id: str,
+                    via: str) -> ComponentError:
+        """Why a CAS found no row: the card is with Main (locked) or already settled."""
+        status = await store.status_of(conn, user_id, component_id)
+        reason = "locked" if status == "with-main" and via == "card" else "settled"
+        self.metrics.cas_conflicts.labels(reason).inc()
+        return ComponentError(reason, data={"status": status})
+
+    async def _post_answer(self, conn: asyncpg.Connection, user_id: str, row: dict[str, Any],
+                           definition: ComponentDefinition, answer: dict[str, Any], *,
+                           by_main: bool, via: str) -> None:
+        """The answer as Max's message in the asking thread; it wakes the thread."""
+        await timeline_store.insert_message(
+            conn, user_id=user_id, thread_id=row["thread_id"], role="user",
+            body=answer_message_text(definition, answer, by_main=by_main),
+            display={"line": SECRET_LINE} if definition.sensitive else None,
+            source_meta={"componentAnswer": {"componentId": definition.id,
+                                             "answeredBy": "main" if by_main else "max",
+                                             "via": via}},
+            sensitive=definition.sensitive)
+        await timeline_store.wake_thread(conn, user_id, row["thread_id"])
+
+    # ----- hand-off to Main -----
+
+    async def to_main(self, who: Principal, component_id: str) -> dict[str, Any]:
+        """Max taps "let Main decide": open → with-main, with a hand-off into Main's thread."""
+        async with self.db.transaction() as conn:
+            row = await self._load(conn, who.user_id, component_id)
+            card = card_of(row)
+            if not main_may_take(card, _thread(row)):
+                raise ComponentError("not_transferable")
+            new = await self._hand_to_main(conn, row, card, actor="max")
+            if new is None:
+                raise ComponentError("conflict", data={
+                    "status": await store.status_of(conn, who.user_id, component_id)})
+        return component_projection({**row, **new}, card.component(component_id))
+
+    async def _hand_to_main(self, conn: asyncpg.Connection, row: dict[str, Any], card: Card, *,
+                            actor: str) -> dict[str, Any] | None:
+        user_id, definition = row["user_id"], card.component(row["id"])
+        new = await store.cas_move(conn, user_id, row["id"], ["open"], "with-main")
+        if new is None:
+            return None
+        await store.mirror(conn, user_id, row["tool_message_id"], row["id"], state_of(new))
+        # the panel and push can still answer while Main holds it
+        decision = await carriers.ensure_carrier(conn, user_id, definition, _thread(row))
+        if new["decision_id"] is None:
+            await store.set_decision(conn, user_id, row["id"], decision["id"])
+            new["decision_id"] = decision["id"]
+        main_id = await conn.fetchval(
+            "SELECT id::text FROM threads WHERE user_id = $1::uuid AND kind = 'main'", user_id)
+        await timeline_store.insert_message(
+            conn, user_id=user_id, thread_id=main_id, role="user",
+            body=handoff_text(definition, row["thread_title"], row["thread_id"]),
+            source_meta={"askHandoff": {"componentId": row["id"], "threadId": row["thread_id"],
+                                        "phase": "with-main"}})
+        await timeline_store.wake_thread(conn, user_id, main_id)
+        await store.audit(conn, user_id, row["id"], "open", "with-main", actor, None)
+        return new
+
+    async def main_answer(self, conn: asyncpg.Connection, main: Principal, component_id: str,
+                          selected: Any, text: Any, reason: Any) -> None:
+        """Main's ``answer_for_max`` inside the caller's transaction (with-main → main-answered)."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise Invalid.at(["arguments", "reason"], "a reason is required: say why you chose")
+        row = await self._load(conn, main.user_id, component_id)
+        definition = definition_of(row)
+        if definition.stakes == "irreversible":
+            raise ComponentError("irreversible")
+        answer = validate_answer(definition, selected, text)
+        new = await store.cas_main_answer(conn, main.user_id, component_id,
+                                          stored_answer(definition, answer), reason.strip())
+        if new is None:
+            status = await store.status_of(conn, main.user_id, component_id)
+            if status == "answered":
+                raise ComponentError("settled", "Max already answered this question elsewhere; "
+                                                "nothing was answered on his behalf")
+            raise ComponentError("conflict", f"The question is {status}, not with Main.",
+                                 data={"status": status})
+        await store.mirror(conn, main.user_id, row["tool_message_id"], component_id,
+                           state_of(new))
+        await self._post_answer(conn, main.user_id, row, definition, answer, by_main=True,
+                                via="main")
+        await carriers.settle_carrier(conn, main.user_id, new["decision_id"], definition, answer,
+                                      "main")
+        await store.audit(conn, main.user_id, component_id, "with-main", "main-answered", "main",
+                          "main")
+        self.metrics.answers.labels("main").inc()
+
+    async def hand_back(self, conn: asyncpg.Connection, main: Principal,
+                        component_id: str) -> None:
+        """Main's ``hand_back`` inside the caller's transaction: with-main → handed-back."""
+        row = await self._load(conn, main.user_id, component_id)
+        new = await store.cas_move(conn, main.user_id, component_id, ["with-main"], "handed-back")
+        if new is None:
+            status = await store.status_of(conn, main.user_id, component_id)
+            raise ComponentError("conflict", f"The question is {status}, not with Main.",
+                                 data={"status": status})
+        await store.mirror(conn, main.user_id, row["tool_message_id"], component_id,
+                           state_of(new))
+        await store.audit(conn, main.user_id, component_id, "with-main", "handed-back", "main",
+                          None)
+
+    async def revoke(self, who: Principal, component_id: str) -> dict[str, Any]:
+        """Max revokes Main's answer: main-answered → revoked, the carrier reopens, and the
+        asking thread gets an event so its agent can adjust."""
+        async with self.db.transaction() as conn:
+            row = await self._load(conn, who.user_id, component_id)
+            definition = definition_of(row)
+            new = await store.cas_move(conn, who.user_id, component_id, ["main-answered"],
+                                       "revoked", clear_answer=True)
+            if new is None:
+                raise ComponentError("conflict", "Only an answer Main gave can be revoked.",
+                                     data={"status": row["status"]})
+            await store.mirror(conn, who.user_id, row["tool_message_id"], component_id,
+                               state_of(new))
+            await carriers.revert(conn, who.user_id, new["decision_id"], row["thread_title"])
+            await timeline_store.insert_message(
+                conn, user_id=who.user_id, thread_id=row["thread_id"], role="event",
+                body=revoke_text(definition),
+                source_meta={"askHandoff": {"componentId": component_id, "phase": "revoked"}})
+            await timeline_store.wake_thread(conn, who.user_id, row["thread_id"])
+            await store.audit(conn, who.user_id, component_id, "main-answered", "revoked", "max",
+                              None)
+        return component_projection({**row, **new, "answered_at": None}, definition)
+
+    # ----- the due sweep -----
+
+    async def sweep_due(self, limit: int = 500, now: datetime | None = None) -> dict[str, int]:
+        """One batch: due cards go to Main where it may take them; the others stay open with
+        a carrier. ``SKIP LOCKED`` lets any number of sweepers run at once."""
+        handed = kept = 0
+        async with self.db.transaction() as conn:
+            for row in await store.claim_due(conn, now or self.clock.now(), limit):
+                card = card_of(row)
+                if main_may_take(card, _thread(row)):
+                    handed += await self._hand_to_main(conn, row, card, actor="sweeper") \
+                        is not None
+                else:
+                    await self._keep_open(conn, row, card)
+                    kept += 1
+        self.metrics.sweeps.labels("handed_to_main").inc(handed)
+        self.metrics.sweeps.labels("kept_open").inc(kept)
+        return {"handed_to_main": handed, "kept_open": kept}
+
+    async def _keep_open(self, conn: asyncpg.Connection, row: dict[str, Any], card: Card) -> None:
+        definition = card.component(row["id"])
+        new = await store.clear_due(conn, row["user_id"], row["id"])
+        decision = await carriers.ensure_carrier(conn, row["user_id"], definition, _thread(row))
+        if new["decision_id"] is None:
+            await store.set_decision(conn, row["user_id"], row["id"], decision["id"])
+        await store.mirror(conn, row["user_id"], row["tool_message_id"], row["id"], state_of(new))
+
+    async def sweep_due_all(self, limit: int = 500) -> dict[str, int]:
+        """Sweep batches until nothing is due (``maxclaw sweep``)."""
+        total = {"handed_to_main": 0, "kept_open": 0}
+        while True:
+            result = await self.sweep_due(limit)
+            for key in total:
+                total[key] += result[key]
+            if sum(result.values()) < limit:
+                return total
+
+    async def open_components(self, user_id: str, thread_id: str) -> list[str]:
+        """Ids of the thread's cards that are not settled (what ``finish`` reports)."""
+        async with self.db.connection() as conn:
+            return await store.thread_components(conn, user_id, thread_id, UNSETTLED)

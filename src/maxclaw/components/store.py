@@ -1,0 +1,169 @@
+"""SQL for cards: component rows, the CAS transitions, the display mirror, the audit trail.
+
+Every transition is ``UPDATE … WHERE id = $1 AND user_id = $2 AND status = ANY($3) RETURNING *``:
+no row back means another surface got there first, and the caller writes nothing else.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+COMPONENT_COLUMNS = (
+    "c.id, c.user_id::text, c.thread_id::text, c.message_id, c.tool_message_id, c.kind,"
+    " c.stakes, c.sensitive, c.status, c.answer, c.answered_by, c.answered_via, c.main_reason,"
+    " c.due_at, c.decision_id, c.posted_at, c.answered_at, c.seen_at"
+)
+# the component with what its rules need: the call that defines it and its thread
+GET_WITH_CONTEXT = f"""
+SELECT {COMPONENT_COLUMNS}, m.tool_calls, t.kind AS thread_kind, t.category, t.title AS thread_title
+  FROM message_components c
+  JOIN messages m ON m.id = c.message_id
+  JOIN threads t ON t.id = c.thread_id
+ WHERE c.id = $1 AND c.user_id = $2::uuid
+"""
+STATUS_OF = "SELECT status FROM message_components WHERE id = $1 AND user_id = $2::uuid"
+INSERT_COMPONENTS = """
+INSERT INTO message_components (id, user_id, thread_id, message_id, tool_message_id, kind, stakes,
+                                sensitive, due_at, decision_id)
+SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::bigint[], $5::bigint[], $6::text[],
+                     $7::text[], $8::bool[], $9::timestamptz[], $10::bigint[])
+"""
+CAS_ANSWER = """
+UPDATE message_components
+   SET status = 'answered', answer = $4::jsonb, answered_by = 'max', answered_via = $5,
+       answered_at = now(), due_at = NULL, updated_at = now()
+ WHERE id = $1 AND user_id = $2::uuid AND status = ANY($3::text[])
+RETURNING status, answered_by, answered_via, answer, due_at, decision_id
+"""
+CAS_MAIN_ANSWER = """
+UPDATE message_components
+   SET status = 'main-answered', answer = $3::jsonb, answered_by = 'main', answered_via = 'main',
+       main_reason = $4, answered_at = now(), updated_at = now()
+ WHERE id = $1 AND user_id = $2::uuid AND status = 'with-main'
+RETURNING status, answered_by, answered_via, answer, due_at, decision_id
+"""
+# to-main, hand-back, revoke: a status change that keeps or clears the answer
+CAS_MOVE = """
+UPDATE message_components
+   SET status = $4, due_at = NULL, updated_at = now(),
+       answer = CASE WHEN $5 THEN NULL ELSE answer END,
+       answered_by = CASE WHEN $5 THEN NULL ELSE answered_by END,
+       answered_via = CASE WHEN $5 THEN NULL ELSE answered_via END,
+       answered_at = CASE WHEN $5 THEN NULL ELSE answered_at END
+ WHERE id = $1 AND user_id = $2::uuid AND status = ANY($3::text[])
+RETURNING status, answered_by, answered_via, answer, due_at, decision_id
+"""
+SET_DECISION = """
+UPDATE message_components SET decision_id = $3 WHERE id = $1 AND user_id = $2::uuid
+"""
+CLEAR_DUE = """
+UPDATE message_components SET due_at = NULL, updated_at = now()
+ WHERE id = $1 AND user_id = $2::uuid
+RETURNING status, answered_by, answered_via, answer, due_at, decision_id
+"""
+# The mirror: patch one component's state inside the tool row's display. jsonb_set is
+# re-evaluated on the latest row version, so concurrent answers to two components of one card
+# both land.
+MIRROR = """
+UPDATE messages SET display = jsonb_set(display, ARRAY['states', $3::text], $4::jsonb)
+ WHERE id = $1 AND user_id = $2::uuid
+"""
+AUDIT = """
+INSERT INTO component_audit (user_id, component_id, from_status, to_status, actor, via)
+VALUES ($1::uuid, $2, $3, $4, $5, $6)
+"""
+THREAD_COMPONENTS = """
+SELECT id FROM message_components
+ WHERE user_id = $1::uuid AND thread_id = $2::uuid AND status = ANY($3::text[]) ORDER BY posted_at, id
+"""
+# The sweeper's claim: the partial index message_components_due makes this cost what is due.
+CLAIM_DUE = f"""
+SELECT {COMPONENT_COLUMNS}, m.tool_calls, t.kind AS thread_kind, t.category, t.title AS thread_title
+  FROM message_components c
+  JOIN messages m ON m.id = c.message_id
+  JOIN threads t ON t.id = c.thread_id
+ WHERE c.id IN (SELECT id FROM message_components
+                 WHERE status = 'open' AND due_at IS NOT NULL AND due_at <= $1
+                 ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+   AND c.status = 'open'
+ ORDER BY c.due_at
+"""
+
+
+async def get_with_context(conn: asyncpg.Connection, user_id: str,
+                           component_id: str) -> dict[str, Any] | None:
+    """A component with its defining tool calls and its thread's kind, category and title."""
+    row = await conn.fetchrow(GET_WITH_CONTEXT, component_id, user_id)
+    return dict(row) if row else None
+
+
+async def status_of(conn: asyncpg.Connection, user_id: str, component_id: str) -> str | None:
+    value = await conn.fetchval(STATUS_OF, component_id, user_id)
+    return str(value) if value else None
+
+
+async def insert_components(conn: asyncpg.Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert a card's component rows in one statement."""
+    cols = ("id", "user_id", "thread_id", "message_id", "tool_message_id", "kind", "stakes",
+            "sensitive", "due_at", "decision_id")
+    await conn.execute(INSERT_COMPONENTS, *[[r[c] for r in rows] for c in cols])
+
+
+async def cas_answer(conn: asyncpg.Connection, user_id: str, component_id: str,
+                     from_statuses: list[str], answer: dict[str, Any],
+                     via: str) -> dict[str, Any] | None:
+    """open|revoked|handed-back(|with-main) → answered by Max; None if the CAS lost."""
+    row = await conn.fetchrow(CAS_ANSWER, component_id, user_id, from_statuses, answer, via)
+    return dict(row) if row else None
+
+
+async def cas_main_answer(conn: asyncpg.Connection, user_id: str, component_id: str,
+                          answer: dict[str, Any], reason: str) -> dict[str, Any] | None:
+    """with-main → main-answered; None if the CAS lost."""
+    row = await conn.fetchrow(CAS_MAIN_ANSWER, component_id, user_id, answer, reason)
+    return dict(row) if row else None
+
+
+async def cas_move(conn: asyncpg.Connection, user_id: str, component_id: str,
+                   from_statuses: list[str], to_status: str,
+                   clear_answer: bool = False) -> dict[str, Any] | None:
+    """A status change without a new answer (to-main, hand-back, revoke); None if it lost."""
+    row = await conn.fetchrow(CAS_MOVE, component_id, user_id, from_statuses, to_status,
+                              clear_answer)
+    return dict(row) if row else None
+
+
+async def set_decision(conn: asyncpg.Connection, user_id: str, component_id: str,
+                       decision_id: int) -> None:
+    await conn.execute(SET_DECISION, component_id, user_id, decision_id)
+
+
+async def clear_due(conn: asyncpg.Connection, user_id: str,
+                    component_id: str) -> dict[str, Any]:
+    """Keep a due card open without a due time (Main may not take it)."""
+    return dict(await conn.fetchrow(CLEAR_DUE, component_id, user_id))
+
+
+async def mirror(conn: asyncpg.Connection, user_id: str, tool_message_id: int,
+                 component_id: str, state: dict[str, Any]) -> None:
+    """Patch ``display.states[component_id]`` on the tool row."""
+    await conn.execute(MIRROR, tool_message_id, user_id, component_id, state)
+
+
+async def audit(conn: asyncpg.Connection, user_id: str, component_id: str, from_status: str | None,
+                to_status: str, actor: str, via: str | None) -> None:
+    """Append one transition to the audit trail (never the answer itself)."""
+    await conn.execute(AUDIT, user_id, component_id, from_status, to_status, actor, via)
+
+
+async def thread_components(conn: asyncpg.Connection, user_id: str, thread_id: str,
+                            statuses: list[str]) -> list[str]:
+    return [r["id"] for r in await conn.fetch(THREAD_COMPONENTS, user_id, thread_id, statuses)]
+
+
+async def claim_due(conn: asyncpg.Connection, now: datetime, limit: int) -> list[dict[str, Any]]:
+    """Lock up to ``limit`` due open cards (skipping ones another sweeper holds)."""
+    return [dict(r) for r in await conn.fetch(CLAIM_DUE, now, limit)]

@@ -1,0 +1,48 @@
+"""The minute tick of the due sweep inside ``serve`` (APScheduler 3, coalescing, one instance
+at a time). Exactly-once comes from the data (``FOR UPDATE SKIP LOCKED`` and the CAS), not from
+the scheduler, so any number of replicas may run it."""
+
+from __future__ import annotations
+
+import logging
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from maxclaw.components.service import ComponentService
+from maxclaw.errors import Unavailable
+
+log = logging.getLogger("maxclaw.sweeper")
+
+
+class Sweeper:
+    name = "sweeper"
+
+    def __init__(self, components: ComponentService, interval_s: float, batch: int) -> None:
+        self.components = components
+        self.interval_s = interval_s
+        self.batch = batch
+        self.scheduler: AsyncIOScheduler | None = None
+
+    async def tick(self) -> None:
+        """One pass; failures are logged and retried on the next tick."""
+        try:
+            result = await self.components.sweep_due_all(self.batch)
+        except Unavailable:
+            log.warning("sweep skipped: database unavailable")
+            return
+        except Exception:
+            log.exception("sweep failed")
+            return
+        if any(result.values()):
+            log.info("swept", extra=result)
+
+    async def start(self) -> None:
+        self.scheduler = AsyncIOScheduler()
+        self.scheduler.add_job(self.tick, "interval", seconds=self.interval_s, coalesce=True,
+                               max_instances=1, id="sweep_due")
+        self.scheduler.start()
+
+    async def stop(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+            self.scheduler = None

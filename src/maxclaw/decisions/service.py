@@ -1,0 +1,142 @@
+"""The decisions queue: carriers of cards to the panel, push notifications and the nudge bar.
+
+Two kinds of functions live here:
+- carrier functions taking a connection (``ensure_carrier``, ``settle_carrier``, ``revert``),
+  called by ``ComponentService`` inside the transaction of the card's own transition, so card and
+  carrier never disagree and the push outbox row commits with them;
+- ``DecisionService``, the panel's entry points; settling goes back through
+  ``ComponentService.answer`` (``settle_from_carrier``), so whichever surface is first counts once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, Protocol
+
+import asyncpg
+
+from maxclaw.auth.service import Principal
+from maxclaw.clock import Clock
+from maxclaw.components.answers import answer_summary
+from maxclaw.components.definitions import ComponentDefinition
+from maxclaw.db.database import Database
+from maxclaw.decisions import store
+from maxclaw.decisions.projections import decision_projection
+from maxclaw.errors import ComponentError, Invalid, NotFound
+from maxclaw.push import outbox
+from maxclaw.timeline.service import check_limit
+
+
+def _carrier_options(definition: ComponentDefinition) -> list[dict[str, Any]]:
+    if definition.kind == "object":
+        return [{"id": a.id, "label": a.label, "recommended": False} for a in definition.actions]
+    return [o.model_dump() for o in definition.options]
+
+
+async def ensure_carrier(conn: asyncpg.Connection, user_id: str, definition: ComponentDefinition,
+                         thread: dict[str, Any]) -> dict[str, Any]:
+    """The component's ``agent-question`` decision, created (and pushed) if it did not exist."""
+    created = await store.insert_carrier(
+        conn, user_id, component_id=definition.id, thread_id=thread["id"],
+        title=definition.title, body=definition.question, options=_carrier_options(definition),
+        allow_text=definition.kind in ("text", "secret") or definition.allow_other,
+        sensitive=definition.sensitive, bar=thread["kind"] == "main")
+    if created is not None:
+        await outbox.enqueue_notification(conn, user_id=user_id, decision=created,
+                                          thread_title=thread["title"])
+        return created
+    existing = await store.by_dedupe(conn, user_id, f"ask:{definition.id}")
+    assert existing is not None  # the conflict that stopped the insert is this row
+    return existing
+
+
+async def settle_carrier(conn: asyncpg.Connection, user_id: str, decision_id: int | None,
+                         definition: ComponentDefinition, answer: dict[str, Any],
+                         via: str) -> None:
+    """Settle the card's carrier with the card's answer and withdraw its notifications."""
+    if decision_id is None:
+        return
+    settled = await store.settle(conn, user_id, decision_id, answer_summary(definition, answer),
+                                 via)
+    if settled is not None:
+        await outbox.enqueue_withdraw(conn, user_id=user_id, decision=settled)
+
+
+async def _reopen_agent_question(conn: asyncpg.Connection, user_id: str,
+                                 decision: dict[str, Any], thread_title: str) -> None:
+    reopened = await store.reopen(conn, user_id, decision["id"])
+    if reopened is not None:
+        await outbox.enqueue_notification(conn, user_id=user_id, decision=reopened,
+                                          thread_title=thread_title)
+
+
+Reverter = Callable[[asyncpg.Connection, str, dict[str, Any], str], Awaitable[None]]
+# How a settled decision of each kind is reopened (Main's revoke uses agent-question's).
+REVERTERS: dict[str, Reverter] = {"agent-question": _reopen_agent_question}
+
+
+async def revert(conn: asyncpg.Connection, user_id: str, decision_id: int | None,
+                 thread_title: str) -> None:
+    """Reopen a settled decision through its kind's reverter."""
+    if decision_id is None:
+        return
+    decision = await store.get(conn, user_id, decision_id)
+    if decision is None:
+        return
+    reverter = REVERTERS.get(decision["kind"])
+    if reverter is None:
+        raise ComponentError("conflict", f"decisions of kind {decision['kind']!r} cannot reopen")
+    await reverter(conn, user_id, decision, thread_title)
+
+
+class Answerer(Protocol):
+    async def answer(self, who: Principal, component_id: str, selected: Any, text: Any,
+                     via: str) -> dict[str, Any]: ...
+
+
+class DecisionService:
+    """The decisions panel: list, settle (through the card), snooze the nudge bar."""
+
+    def __init__(self, db: Database, clock: Clock, components: Answerer) -> None:
+        self.db = db
+        self.clock = clock
+        self.components = components
+
+    async def list(self, who: Principal, status: str = "open",
+                   limit: int = 100) -> list[dict[str, Any]]:
+        """The user's decisions, newest first."""
+        if status not in ("open", "all"):
+            raise Invalid.at(["query", "status"], "status must be 'open' or 'all'")
+        async with self.db.connection() as conn:
+            rows = await store.list_decisions(conn, who.user_id, status, check_limit(limit))
+        return [decision_projection(r) for r in rows]
+
+    async def get(self, who: Principal, decision_id: int) -> dict[str, Any]:
+        async with self.db.connection() as conn:
+            row = await store.get(conn, who.user_id, decision_id)
+        if row is None:
+            raise NotFound("No such decision.")
+        return decision_projection(row)
+
+    async def settle(self, who: Principal, decision_id: int, selected: Any, text: Any,
+                     via: str = "decision") -> dict[str, Any]:
+        """settle_from_carrier: answer the card the decision carries, then show the decision."""
+        decision = await self.get(who, decision_id)
+        if decision["kind"] != "agent-question" or decision["component_id"] is None:
+            raise Invalid.at(["decision_id"], "this decision does not carry a question card")
+        if decision["status"] == "settled":
+            raise ComponentError("settled")
+        await self.components.answer(who, decision["component_id"], selected, text, via)
+        return await self.get(who, decision_id)
+
+    async def snooze(self, who: Principal, decision_id: int, minutes: Any) -> dict[str, Any]:
+        """Hide Main's nudge bar for this decision for ``minutes``."""
+        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= 10080:
+            raise Invalid.at(["body", "minutes"], "minutes must be an integer from 1 to 10080")
+        until = self.clock.now() + timedelta(minutes=minutes)
+        async with self.db.transaction() as conn:
+            row = await store.snooze(conn, who.user_id, decision_id, until)
+        if row is None:
+            raise NotFound("No such decision.")
+        return decision_projection(row)
