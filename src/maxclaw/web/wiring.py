@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from maxclaw.container import Services
+from maxclaw.web.assets import WebAssets
+
+WEB_ASSETS = "web_assets"
 
 
 def register(services: Services) -> None:
-    """Nothing yet: this capability lands with its issue."""
-    return None
+    """Load the WebUI's static files once; ``api/routes/web.py`` serves them."""
+    services.extra[WEB_ASSETS] = WebAssets.from_package()

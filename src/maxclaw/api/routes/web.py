@@ -1,5 +1,49 @@
-"""Routes for this capability (filled in by its issue)."""
+"""The WebUI: ``/`` serves the app shell, ``/assets/{name}`` its files.
 
-from fastapi import APIRouter
+Mounted last, and only on these two paths, so it can never shadow ``/v1``, ``/healthz``,
+``/readyz`` or ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from maxclaw.errors import NotFound
+from maxclaw.web.assets import CONTENT_SECURITY_POLICY, Asset, WebAssets
+from maxclaw.web.wiring import WEB_ASSETS
 
 router = APIRouter()
+
+
+def _assets(request: Request) -> WebAssets:
+    assets: WebAssets = request.app.state.services.extra[WEB_ASSETS]
+    return assets
+
+
+def _respond(request: Request, asset: Asset) -> Response:
+    # no-cache + ETag: a browser revalidates, so an upgrade is picked up on the next load
+    headers = {
+        "ETag": asset.etag,
+        "Cache-Control": "no-cache",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    }
+    if request.headers.get("if-none-match") == asset.etag:
+        return Response(status_code=304, headers=headers)
+    return Response(asset.body, media_type=asset.content_type, headers=headers)
+
+
+@router.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
+async def index(request: Request) -> Response:
+    """The app shell; routing inside the app uses the URL fragment (``#/t/<thread id>``)."""
+    return _respond(request, _assets(request).index)
+
+
+@router.api_route("/assets/{name}", methods=["GET", "HEAD"], include_in_schema=False)
+async def asset(name: str, request: Request) -> Response:
+    """One file of the app by its exact name (the folder's listing is the whitelist)."""
+    found = _assets(request).get(name)
+    if found is None:
+        raise NotFound(f"The WebUI has no file called {name!r}.")
+    return _respond(request, found)

@@ -1,0 +1,94 @@
+// The REST client: every call carries the user token; error bodies become ApiError with the
+// server's own sentence, so the UI can show what went wrong in words.
+
+export class ApiError extends Error {
+  constructor(status, code, message, data) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.data = data || {};
+  }
+}
+
+// What each error code means for the person at the keyboard; the server's sentence follows.
+const TITLES = {
+  settled: 'Already answered elsewhere.',
+  locked: 'Main has this question.',
+  not_transferable: 'Main may not take this question.',
+  irreversible: 'Main may not answer this one.',
+  conflict: 'This changed in the meantime.',
+  invalid: 'That answer was not accepted.',
+  unauthorized: 'Your token was refused.',
+  forbidden: 'Not allowed with this token.',
+  not_found: 'Not found.',
+  too_large: 'That is too large.',
+  bad_request: 'The request was malformed.',
+  unavailable: 'The server cannot reach its database.',
+  internal: 'Something went wrong on the server.',
+  network: 'Cannot reach the server.',
+};
+
+/** One readable line for an error: what kind of refusal, then the server's own words. */
+export function describeError(err) {
+  if (!(err instanceof ApiError)) return `Unexpected error: ${err && err.message ? err.message : err}`;
+  const title = TITLES[err.code] || `The server answered ${err.status}.`;
+  const details = (err.data && Array.isArray(err.data.errors) ? err.data.errors : [])
+    .map((e) => e && e.msg).filter(Boolean);
+  const message = err.message && !details.includes(err.message) ? err.message : '';
+  return [title, message, ...details.filter((d) => !message.includes(d))]
+    .filter(Boolean).join(' ');
+}
+
+export function createApi(getToken, onUnauthorized) {
+  async function request(method, path, body) {
+    const headers = { Accept: 'application/json', Authorization: `Bearer ${getToken()}` };
+    const init = { method, headers, cache: 'no-store' };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch {
+      throw new ApiError(0, 'network', 'Check the connection; the page keeps retrying by itself.');
+    }
+    if (response.status === 204) return null;
+    let payload = null;
+    try {
+      payload = await response.json();
+    } catch {
+      payload = null;
+    }
+    if (!response.ok) {
+      const err = new ApiError(
+        response.status,
+        (payload && payload.code) || `http_${response.status}`,
+        (payload && payload.message) || `The server answered ${response.status}.`,
+        payload && payload.data,
+      );
+      if (response.status === 401 && onUnauthorized) onUnauthorized(err);
+      throw err;
+    }
+    return payload;
+  }
+
+  const enc = encodeURIComponent;
+  return {
+    me: () => request('GET', '/v1/me'),
+    threads: () => request('GET', '/v1/threads?limit=500'),
+    createThread: (title, kind) => request('POST', '/v1/threads', { title, kind, category: null }),
+    messages: (threadId, afterId) => request(
+      'GET', `/v1/threads/${enc(threadId)}/messages?after_id=${afterId || 0}&limit=500`),
+    postMessage: (threadId, body) => request('POST', `/v1/threads/${enc(threadId)}/messages`, { body }),
+    component: (id) => request('GET', `/v1/components/${enc(id)}`),
+    answer: (id, selected, text) => request('POST', `/v1/components/${enc(id)}/answer`,
+      { selected, text }),
+    toMain: (id) => request('POST', `/v1/components/${enc(id)}/to-main`),
+    revoke: (id) => request('POST', `/v1/components/${enc(id)}/revoke`),
+    decisions: (status) => request('GET', `/v1/decisions?status=${status || 'open'}&limit=500`),
+    settle: (id, selected, text) => request('POST', `/v1/decisions/${enc(id)}/settle`,
+      { selected, text }),
+    snooze: (id, minutes) => request('POST', `/v1/decisions/${enc(id)}/snooze`, { minutes }),
+  };
+}

@@ -1,0 +1,129 @@
+// Boot: take a `#token=` link or the remembered token, else show the sign-in form.
+
+import { ApiError, createApi, describeError } from './api.js';
+import { h, replaceChildren } from './dom.js';
+import { Session } from './session.js';
+
+const TOKEN_KEY = 'maxclaw.token';
+const root = document.getElementById('app');
+
+/** A `#token=…` link (printed by `maxclaw serve`): keep the token, clear it from the URL. */
+function takeTokenFromLink() {
+  const match = location.hash.match(/^#token=([^&]+)/);
+  if (!match) return null;
+  history.replaceState(null, '', location.pathname + location.search);
+  try {
+    return decodeURIComponent(match[1]).trim();
+  } catch {
+    return null;
+  }
+}
+
+function signOut(message) {
+  localStorage.removeItem(TOKEN_KEY);
+  showSignIn(message);
+}
+
+function showSignIn(message) {
+  document.title = 'Sign in · MaxClaw';
+  root.removeAttribute('aria-busy');
+  document.body.className = 'signin-page';
+  const input = h('input', {
+    type: 'password', id: 'token-input', name: 'token', autocomplete: 'off', spellcheck: 'false',
+    required: true, 'aria-describedby': 'token-help',
+  });
+  const error = h('p', { class: 'error', role: 'alert', id: 'signin-error' });
+  error.textContent = message || '';
+  error.hidden = !message;
+  const button = h('button', { type: 'submit', class: 'primary' }, 'Sign in');
+  const form = h('form', {
+    class: 'signin', 'aria-labelledby': 'signin-title',
+    onsubmit: async (event) => {
+      event.preventDefault();
+      const token = input.value.trim();
+      if (!token) return;
+      button.disabled = true;
+      error.hidden = true;
+      const problem = await checkToken(token);
+      button.disabled = false;
+      if (problem) {
+        error.textContent = problem;
+        error.hidden = false;
+        input.focus();
+        return;
+      }
+      input.value = '';
+      localStorage.setItem(TOKEN_KEY, token);
+      start(token);
+    },
+  },
+  h('h1', { id: 'signin-title', text: 'MaxClaw' }),
+  h('p', { text: 'Questions from your agents, answered when it suits you.' }),
+  h('label', { for: 'token-input', text: 'User token' }),
+  input,
+  h('p', { class: 'help', id: 'token-help' },
+    'Paste a user token (', h('code', { text: 'maxclaw token create --user NAME --role user' }),
+    '), or open the link ', h('code', { text: 'maxclaw serve' }), ' printed.'),
+  button, error);
+  replaceChildren(root, h('main', { class: 'signin-wrap' }, form));
+  input.focus();
+}
+
+/** null when the token is a working user token, else a sentence saying what is wrong. */
+async function checkToken(token) {
+  try {
+    await createApi(() => token, null).me();
+    return null;
+  } catch (err) {
+    return tokenProblem(err);
+  }
+}
+
+function tokenProblem(err) {
+  if (err instanceof ApiError && err.status === 401) {
+    return 'That token was refused. Check it, or mint a new one with maxclaw token create.';
+  }
+  if (err instanceof ApiError && err.status === 403) {
+    return 'That is an agent token. The WebUI needs a user token (--role user).';
+  }
+  return describeError(err);
+}
+
+async function start(token) {
+  document.body.className = '';
+  const session = new Session(root, token, { signOut });
+  try {
+    await session.start();
+  } catch (err) {
+    session.stop();
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
+      signOut(tokenProblem(err));
+      return;
+    }
+    showUnreachable(token, err);
+  }
+}
+
+function showUnreachable(token, err) {
+  root.removeAttribute('aria-busy');
+  const retry = h('button', { type: 'button', class: 'primary', onclick: () => start(token) }, 'Retry');
+  replaceChildren(root, h('main', { class: 'signin-wrap' },
+    h('div', { class: 'signin' },
+      h('h1', { text: 'MaxClaw' }),
+      h('p', { class: 'error', role: 'alert', text: describeError(err) }),
+      retry,
+      h('button', { type: 'button', class: 'link-button', onclick: () => signOut() }, 'Use another token'))));
+  retry.focus();
+  // the server may just be restarting: try again by itself
+  setTimeout(() => { if (retry.isConnected) start(token); }, 3000);
+}
+
+function boot() {
+  const linked = takeTokenFromLink();
+  if (linked) localStorage.setItem(TOKEN_KEY, linked);
+  const token = localStorage.getItem(TOKEN_KEY);
+  if (token) start(token);
+  else showSignIn();
+}
+
+boot();

@@ -1,0 +1,356 @@
+// Cards: each component of an assistant row, drawn from its definition (the row's
+// `components`) and its live state (the tool row's `display.states`). The tool row is the one
+// whose tool_call_id is the component id without its last ":<question id>".
+
+import { formatTime, h } from './dom.js';
+
+export const STATUS_LABELS = {
+  pending: 'Being posted',
+  open: 'Open',
+  answered: 'Answered',
+  'with-main': 'With Main',
+  'main-answered': 'Answered by Main',
+  revoked: 'Revoked',
+  'handed-back': 'Handed back',
+};
+
+const VIA_LABELS = {
+  card: 'on the card',
+  decision: 'in the decisions panel',
+  push: 'from a notification',
+  main: 'by Main',
+};
+
+// Statuses in which Max may answer on the card itself (with-main is locked: 409 locked).
+const ANSWERABLE = new Set(['open', 'revoked', 'handed-back']);
+
+export function toolCallIdOf(componentId) {
+  return componentId.slice(0, componentId.lastIndexOf(':'));
+}
+
+/** Group a row's component definitions into cards (one per ask_user_question call). */
+export function cardsOf(message) {
+  const cards = new Map();
+  for (const def of message.components || []) {
+    const callId = toolCallIdOf(def.id);
+    if (!cards.has(callId)) cards.set(callId, { callId, title: def.title, stakes: def.stakes, defs: [] });
+    cards.get(callId).defs.push(def);
+  }
+  return [...cards.values()];
+}
+
+/**
+ * Where Main may take a card (domain.md, main_may_take): never an object or a secret card,
+ * never in the main thread, an isolated thread or a thread with a category.
+ */
+export function mainMayTake(card, thread) {
+  if (!thread) return false;
+  if (thread.kind === 'main' || thread.kind === 'isolated' || thread.category) return false;
+  return !card.defs.some((d) => d.kind === 'object' || d.kind === 'secret');
+}
+
+/** The state shown for a component: the tool row's mirror, or a fresher answer we just got. */
+export function stateOf(def, toolRow, override) {
+  const states = toolRow && toolRow.display && toolRow.display.states;
+  const mirrored = states ? states[def.id] : null;
+  if (override && (!toolRow || Number(toolRow.rev) <= override.toolRev)) return override.state;
+  if (mirrored) return mirrored;
+  return { status: 'pending', answered_by: null, answered_via: null, answer: null, due_at: null };
+}
+
+function optionLabel(def, id) {
+  const found = [...(def.options || []), ...(def.actions || [])].find((o) => o.id === id);
+  return found ? found.label : id;
+}
+
+/** "Keep one version — note", or the not-echoed line for a secret. */
+export function answerSummary(def, answer) {
+  if (!answer) return '';
+  if (answer.hidden || def.kind === 'secret') return 'Submitted (not echoed)';
+  const parts = (answer.selected || []).map((id) => optionLabel(def, id));
+  if (answer.text) parts.push(`“${answer.text}”`);
+  return parts.join(', ');
+}
+
+function whoAnswered(state) {
+  if (state.answered_by === 'main' || state.answered_via === 'main') return 'Main, for you';
+  const via = VIA_LABELS[state.answered_via] || '';
+  return via ? `you, ${via}` : 'you';
+}
+
+function statusLine(def, state, card, thread) {
+  const when = state.due_at ? formatTime(state.due_at) : '';
+  switch (state.status) {
+    case 'open':
+      if (!when) return 'Waiting for your answer.';
+      return mainMayTake(card, thread)
+        ? `Main decides at ${when} unless you answer first.`
+        : `Waiting for your answer; it reaches your decisions panel at ${when}.`;
+    case 'answered':
+      return `Answered by ${whoAnswered(state)}.`;
+    case 'with-main':
+      return 'Main is deciding this one, so the card is locked. Answer from the decisions panel to decide yourself.';
+    case 'main-answered':
+      return 'Main answered this for you. You can see why, or revoke it and answer yourself.';
+    case 'revoked':
+      return 'You revoked Main\'s answer. Answer it yourself.';
+    case 'handed-back':
+      return 'Main handed this back to you. Answer it yourself.';
+    default:
+      return 'The card is being posted…';
+  }
+}
+
+/** The element of one component. `ctx` gives ui(id), setUi(id, patch), and the actions. */
+export function renderComponent(def, card, message, thread, state, ctx) {
+  const ui = ctx.ui(def.id);
+  const answerable = ANSWERABLE.has(state.status) && !ui.busy;
+  const questionId = `q-${cssId(def.id)}`;
+  const el = h('div', {
+    class: `component status-${state.status}`, tabindex: '-1',
+    'data-component-id': def.id, 'data-status': state.status,
+    'aria-labelledby': questionId,
+  });
+  el.append(
+    h('div', { class: 'component-head' },
+      h('p', { class: 'question', id: questionId, text: def.question }),
+      h('span', { class: `badge badge-${state.status}`, text: STATUS_LABELS[state.status] || state.status })),
+    h('p', { class: 'status-line', text: statusLine(def, state, card, thread) }),
+  );
+  const summary = answerSummary(def, state.answer);
+  if (summary && (state.status === 'answered' || state.status === 'main-answered')) {
+    el.append(h('p', { class: 'answer-summary' },
+      h('span', { class: 'answer-label', text: state.status === 'main-answered' ? 'Main chose: ' : 'Answer: ' }),
+      h('span', { class: 'answer-value', text: summary })));
+  }
+  el.append(renderControls(def, state, answerable, ui, ctx));
+  el.append(renderFooter(def, card, thread, state, ui, ctx));
+  if (ui.error) el.append(h('p', { class: 'error', role: 'alert', text: ui.error }));
+  return el;
+}
+
+function renderControls(def, state, enabled, ui, ctx) {
+  switch (def.kind) {
+    case 'choice':
+      return def.multiple ? multipleChoice(def, state, enabled, ui, ctx) : singleChoice(def, state, enabled, ui, ctx);
+    case 'text':
+      return textReply(def, enabled, ui, ctx);
+    case 'secret':
+      return secretInput(def, enabled, ctx);
+    case 'object':
+      return objectCard(def, state, enabled, ctx);
+    default:
+      return h('p', { class: 'muted', text: `This client cannot show a ${def.kind} question.` });
+  }
+}
+
+function chosen(state) {
+  return new Set((state.answer && state.answer.selected) || []);
+}
+
+function optionButton(def, option, picked, enabled, onClick) {
+  return h('button', {
+    type: 'button', class: `option${option.recommended ? ' recommended' : ''}`,
+    disabled: !enabled, 'aria-pressed': picked ? 'true' : 'false',
+    'aria-label': option.recommended ? `${option.label} (recommended)` : option.label,
+    onclick: onClick,
+  }, option.label, option.recommended ? h('span', { class: 'rec', 'aria-hidden': 'true', text: '★ recommended' }) : null);
+}
+
+function singleChoice(def, state, enabled, ui, ctx) {
+  const picked = chosen(state);
+  const group = h('div', { class: 'controls', role: 'group', 'aria-label': `Options: ${def.question}` });
+  for (const option of def.options) {
+    group.append(optionButton(def, option, picked.has(option.id), enabled,
+      () => ctx.answer(def.id, [option.id], null)));
+  }
+  if (def.allow_other) {
+    group.append(h('button', {
+      type: 'button', class: 'option other', disabled: !enabled,
+      'aria-expanded': ui.otherOpen ? 'true' : 'false',
+      onclick: () => ctx.setUi(def.id, { otherOpen: !ui.otherOpen, focusOther: true }),
+    }, 'Other…'));
+  }
+  const wrap = h('div', {}, group);
+  if (def.allow_other && ui.otherOpen && enabled) {
+    wrap.append(textForm(def, ui, ctx, { label: 'Your own answer', placeholder: 'Other…',
+      submit: (text) => ctx.answer(def.id, [], text), field: 'input' }));
+  }
+  return wrap;
+}
+
+function multipleChoice(def, state, enabled, ui, ctx) {
+  const picked = enabled ? new Set(ui.checked || []) : chosen(state);
+  const fieldset = h('fieldset', { class: 'controls multiple', disabled: !enabled });
+  fieldset.append(h('legend', { class: 'sr-only', text: def.question }));
+  for (const option of def.options) {
+    const box = h('input', {
+      type: 'checkbox', value: option.id, id: `cb-${cssId(def.id)}-${option.id}`,
+      onchange: (event) => {
+        const next = new Set(ctx.ui(def.id).checked || []);
+        if (event.target.checked) next.add(option.id); else next.delete(option.id);
+        ctx.ui(def.id).checked = [...next]; // a draft: no re-render needed
+      },
+    });
+    box.checked = picked.has(option.id);
+    fieldset.append(h('label', { class: `check${option.recommended ? ' recommended' : ''}`, for: box.id },
+      box, ' ', option.label,
+      option.recommended ? h('span', { class: 'rec', text: '★ recommended' }) : null));
+  }
+  let note = null;
+  if (def.allow_other) {
+    note = h('input', { type: 'text', class: 'other-text', 'aria-label': 'Other… (your own words)',
+      placeholder: 'Other…', oninput: (e) => { ctx.ui(def.id).draft = e.target.value; } });
+    note.value = ui.draft || '';
+    fieldset.append(note);
+  }
+  fieldset.append(h('button', {
+    type: 'submit', class: 'primary', 'aria-label': `Submit the choices for: ${def.question}`,
+  }, 'Submit'));
+  const form = h('form', {
+    class: 'multiple-form',
+    onsubmit: (event) => {
+      event.preventDefault();
+      const text = note && note.value.trim() ? note.value : null;
+      ctx.answer(def.id, [...(ctx.ui(def.id).checked || [])], text);
+    },
+  }, fieldset);
+  return form;
+}
+
+function textForm(def, ui, ctx, { label, placeholder, submit, field }) {
+  const input = h(field, {
+    class: 'reply', 'aria-label': label, placeholder,
+    rows: field === 'textarea' ? '3' : null,
+    oninput: (e) => { ctx.ui(def.id).draft = e.target.value; },
+    onkeydown: (e) => {
+      if (e.key === 'Enter' && (field === 'input' || e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        e.target.form.requestSubmit();
+      }
+    },
+  });
+  input.value = ui.draft || '';
+  if (ui.focusOther) {
+    queueMicrotask(() => input.focus());
+    ui.focusOther = false;
+  }
+  return h('form', {
+    class: 'reply-form',
+    onsubmit: (event) => {
+      event.preventDefault();
+      submit(input.value);
+    },
+  }, input, h('button', { type: 'submit', class: 'primary', 'aria-label': `Send: ${label}` }, 'Send'));
+}
+
+function textReply(def, enabled, ui, ctx) {
+  if (!enabled) return h('div', { class: 'controls' });
+  return textForm(def, ui, ctx, {
+    label: `Your answer to: ${def.question}`, placeholder: def.placeholder || 'Reply…',
+    submit: (text) => ctx.answer(def.id, [], text), field: 'textarea',
+  });
+}
+
+function secretInput(def, enabled, ctx) {
+  // Never a value attribute, never a draft kept anywhere: the field is emptied the moment
+  // the answer leaves, whatever the server says, so the secret is not left in the page.
+  const input = h('input', {
+    type: 'password', class: 'reply secret', autocomplete: 'new-password', spellcheck: 'false',
+    'aria-label': `Secret answer to: ${def.question} (not echoed)`,
+    placeholder: def.placeholder || 'Input (not echoed)…', disabled: !enabled,
+  });
+  return h('form', {
+    class: 'reply-form',
+    onsubmit: (event) => {
+      event.preventDefault();
+      const secret = input.value;
+      input.value = '';
+      ctx.answer(def.id, [], secret, { secret: true });
+    },
+  }, input, h('button', {
+    type: 'submit', class: 'primary', disabled: !enabled,
+    'aria-label': `Submit the secret for: ${def.question}`,
+  }, 'Submit'));
+}
+
+/** A diff's lines coloured by kind; anything else pretty-printed. */
+export function renderObject(object) {
+  if (object && typeof object === 'object' && object.type === 'diff' && typeof object.content === 'string') {
+    const pre = h('pre', { class: 'diff', tabindex: '0', 'aria-label': 'Diff' });
+    for (const line of object.content.replace(/\n$/, '').split('\n')) {
+      let kind = 'ctx';
+      if (line.startsWith('+++') || line.startsWith('---') || line.startsWith('diff ')
+          || line.startsWith('index ')) kind = 'meta';
+      else if (line.startsWith('@@')) kind = 'hunk';
+      else if (line.startsWith('+')) kind = 'add';
+      else if (line.startsWith('-')) kind = 'del';
+      pre.append(h('span', { class: `line ${kind}`, text: line || ' ' }));
+    }
+    return pre;
+  }
+  const text = typeof object === 'string' ? object : JSON.stringify(object, null, 2);
+  return h('pre', { class: 'object', tabindex: '0', 'aria-label': 'Object', text });
+}
+
+function objectCard(def, state, enabled, ctx) {
+  const picked = chosen(state);
+  const actions = h('div', { class: 'controls', role: 'group', 'aria-label': `Actions: ${def.question}` });
+  for (const action of def.actions) {
+    actions.append(h('button', {
+      type: 'button', class: 'option action', disabled: !enabled,
+      'aria-pressed': picked.has(action.id) ? 'true' : 'false',
+      onclick: () => ctx.answer(def.id, [action.id], null),
+    }, action.label));
+  }
+  return h('div', { class: 'object-wrap' }, renderObject(def.object), actions);
+}
+
+function renderFooter(def, card, thread, state, ui, ctx) {
+  const footer = h('div', { class: 'component-foot' });
+  if (state.status === 'open' && mainMayTake(card, thread)) {
+    footer.append(h('button', {
+      type: 'button', class: 'link-button', disabled: !!ui.busy,
+      'aria-label': `Let Main decide: ${def.question}`, onclick: () => ctx.toMain(def.id),
+    }, 'Let Main decide'));
+  }
+  if (state.status === 'with-main') {
+    footer.append(h('button', {
+      type: 'button', class: 'link-button', onclick: () => ctx.openPanel(def.id),
+      'aria-label': `Answer from the decisions panel: ${def.question}`,
+    }, 'Answer from the panel'));
+  }
+  if (state.status === 'main-answered') {
+    footer.append(
+      h('button', {
+        type: 'button', class: 'link-button', 'aria-expanded': ui.reasonOpen ? 'true' : 'false',
+        onclick: () => ctx.why(def.id),
+      }, 'Why?'),
+      h('button', {
+        type: 'button', class: 'danger', disabled: !!ui.busy,
+        'aria-label': `Revoke Main's answer: ${def.question}`, onclick: () => ctx.revoke(def.id),
+      }, 'Revoke'),
+    );
+  }
+  if (ui.reasonOpen && (state.status === 'main-answered' || state.status === 'revoked')) {
+    footer.append(h('p', { class: 'reason' },
+      h('span', { class: 'answer-label', text: 'Main\'s reason: ' }),
+      h('span', { text: ui.reason === undefined ? 'Loading…' : (ui.reason || 'Main gave no reason.') })));
+  }
+  return footer;
+}
+
+function cssId(value) {
+  return value.replace(/[^A-Za-z0-9_-]/g, '_');
+}
+
+/** The card frame; its components are filled in (and kept up to date) by the caller. */
+export function renderCardFrame(card) {
+  const titleId = `card-${cssId(card.callId)}`;
+  return h('section', { class: `card${card.stakes === 'irreversible' ? ' irreversible' : ''}`,
+    'aria-labelledby': titleId, 'data-card': card.callId },
+  h('header', { class: 'card-head' },
+    h('h3', { id: titleId, text: card.title }),
+    card.stakes === 'irreversible'
+      ? h('span', { class: 'badge badge-irreversible', text: 'Irreversible' }) : null));
+}

@@ -1,0 +1,128 @@
+// The decisions panel (open decisions, answered from here via /settle) and Main's nudge bar
+// (open decisions with bar = true, on every page but the Main thread, with snooze).
+
+import { formatTime, h } from './dom.js';
+
+export const SNOOZE_MINUTES = 60;
+
+/** Open decisions for the bar: bar = true and not snoozed right now. */
+export function barDecisions(decisions, now = Date.now()) {
+  return decisions.filter((d) => d.status === 'open' && d.bar
+    && !(d.bar_snoozed_until && Date.parse(d.bar_snoozed_until) > now));
+}
+
+/** When the next snooze ends (ms since epoch), to show the bar again; null if none. */
+export function nextSnoozeEnd(decisions, now = Date.now()) {
+  let next = null;
+  for (const d of decisions) {
+    if (d.status !== 'open' || !d.bar || !d.bar_snoozed_until) continue;
+    const until = Date.parse(d.bar_snoozed_until);
+    if (until > now && (next === null || until < next)) next = until;
+  }
+  return next;
+}
+
+/**
+ * One decision with its answer controls. ctx: {ui(key), settle(decision, selected, text, opts),
+ * openThread(id), threadTitle(id), definition(componentId)}.
+ */
+export function renderDecision(decision, ctx, { compact = false } = {}) {
+  const key = `d${decision.id}`;
+  const ui = ctx.ui(key);
+  const enabled = decision.status === 'open' && !ui.busy;
+  const headingId = `${ctx.prefix}-decision-${decision.id}`;
+  const el = h('article', {
+    class: `decision${compact ? ' compact' : ''}`, tabindex: '-1', 'aria-labelledby': headingId,
+    'data-decision-id': decision.id, 'data-component-id': decision.component_id,
+  });
+  const where = decision.thread_id ? ctx.threadTitle(decision.thread_id) : '';
+  el.append(h('header', { class: 'decision-head' },
+    h('h3', { id: headingId, text: decision.title || 'Question' }),
+    compact || !decision.thread_id ? null : h('button', {
+      type: 'button', class: 'link-button', onclick: () => ctx.openThread(decision.thread_id),
+      'aria-label': `Open the thread ${where}`,
+    }, `in ${where}`)));
+  el.append(h('p', { class: 'question', text: decision.body }));
+  const def = ctx.definition(decision.component_id);
+  if (def && def.multiple) el.append(multipleForm(decision, def, enabled, ctx));
+  else if (decision.options && decision.options.length) el.append(optionButtons(decision, enabled, ctx));
+  if (decision.allow_text) el.append(textForm(decision, enabled, ui, ctx));
+  if (!compact) {
+    el.append(h('p', { class: 'meta', text: `Asked ${formatTime(decision.created_at)}` }));
+  }
+  if (ui.error) el.append(h('p', { class: 'error', role: 'alert', text: ui.error }));
+  return el;
+}
+
+function optionButtons(decision, enabled, ctx) {
+  const options = [...decision.options].sort((a, b) => Number(!!b.recommended) - Number(!!a.recommended));
+  const group = h('div', { class: 'controls', role: 'group', 'aria-label': `Options: ${decision.body}` });
+  for (const option of options) {
+    group.append(h('button', {
+      type: 'button', class: `option${option.recommended ? ' recommended' : ''}`, disabled: !enabled,
+      'aria-label': option.recommended ? `${option.label} (recommended)` : option.label,
+      onclick: () => ctx.settle(decision, [option.id], null),
+    }, option.label,
+    option.recommended ? h('span', { class: 'rec', 'aria-hidden': 'true', text: '★ recommended' }) : null));
+  }
+  return group;
+}
+
+function multipleForm(decision, def, enabled, ctx) {
+  const boxes = [];
+  const fieldset = h('fieldset', { class: 'controls multiple', disabled: !enabled },
+    h('legend', { class: 'sr-only', text: decision.body }));
+  for (const option of def.options) {
+    const box = h('input', { type: 'checkbox', value: option.id, id: `${ctx.prefix}-dcb-${decision.id}-${option.id}` });
+    boxes.push(box);
+    fieldset.append(h('label', { class: 'check', for: box.id }, box, ' ', option.label,
+      option.recommended ? h('span', { class: 'rec', text: '★ recommended' }) : null));
+  }
+  fieldset.append(h('button', { type: 'submit', class: 'primary' }, 'Submit'));
+  return h('form', {
+    onsubmit: (event) => {
+      event.preventDefault();
+      ctx.settle(decision, boxes.filter((b) => b.checked).map((b) => b.value), null);
+    },
+  }, fieldset);
+}
+
+function textForm(decision, enabled, ui, ctx) {
+  const secret = !!decision.sensitive;
+  const input = h('input', {
+    type: secret ? 'password' : 'text', class: `reply${secret ? ' secret' : ''}`,
+    autocomplete: secret ? 'new-password' : 'off', disabled: !enabled,
+    placeholder: secret ? 'Input (not echoed)…' : 'Reply…',
+    'aria-label': secret ? `Secret answer to: ${decision.body} (not echoed)` : `Reply to: ${decision.body}`,
+    oninput: secret ? null : (e) => { ctx.ui(`d${decision.id}`).draft = e.target.value; },
+  });
+  if (!secret) input.value = ui.draft || '';
+  return h('form', {
+    class: 'reply-form',
+    onsubmit: (event) => {
+      event.preventDefault();
+      const text = input.value;
+      if (secret) input.value = ''; // never left in the page
+      ctx.settle(decision, [], text, { secret });
+    },
+  }, input, h('button', { type: 'submit', class: 'primary', disabled: !enabled,
+    'aria-label': secret ? 'Submit the secret' : `Send the reply to: ${decision.body}` }, secret ? 'Submit' : 'Send'));
+}
+
+/** Main's nudge bar: the newest bar decision, answerable here, with a snooze button. */
+export function renderNudge(decisions, ctx) {
+  const first = decisions[0];
+  const bar = h('section', { class: 'nudge', 'aria-label': 'Main is asking', role: 'region' });
+  bar.append(h('p', { class: 'nudge-title' },
+    h('strong', { text: 'Main asks: ' }),
+    decisions.length > 1 ? h('span', { class: 'muted', text: `(${decisions.length} waiting) ` }) : null));
+  bar.append(renderDecision(first, ctx, { compact: true }));
+  bar.append(h('div', { class: 'nudge-actions' },
+    h('button', { type: 'button', class: 'link-button', onclick: () => ctx.openThread(first.thread_id) },
+      'Open Main'),
+    h('button', {
+      type: 'button', class: 'link-button', onclick: () => ctx.snooze(first),
+      'aria-label': `Snooze Main's question for ${SNOOZE_MINUTES} minutes`,
+    }, 'Snooze 1 h')));
+  return bar;
+}

@@ -1,0 +1,102 @@
+// The timeline of one thread: messages as bubbles, assistant rows with their cards, events as
+// centred notes. Tool rows that hold a card's state are not shown on their own: the card is.
+
+import { cardsOf, renderCardFrame } from './cards.js';
+import { formatTime, h } from './dom.js';
+
+const ASK_TOOL = 'ask_user_question';
+
+const PHASE_LINES = {
+  'with-main': 'The question went to Main.',
+  'main-answered': 'Main answered the question for you.',
+  'handed-back': 'Main handed the question back to you.',
+  revoked: 'You revoked Main\'s answer.',
+};
+
+/** Whether a row has its own bubble (a card's tool row is drawn as the card instead). */
+export function isShown(message) {
+  if (message.role !== 'tool') return true;
+  return !(message.display && message.display.kind === 'components');
+}
+
+/**
+ * One timeline item. ctx: {threadTitle(id), openThread(id), componentEl(def, card, message)}.
+ */
+export function renderMessage(message, ctx) {
+  switch (message.role) {
+    case 'user':
+      return userRow(message, ctx);
+    case 'assistant':
+      return assistantRow(message, ctx);
+    case 'event':
+      return eventRow(message, ctx);
+    default:
+      return toolRow(message);
+  }
+}
+
+function meta(message, ...extra) {
+  return h('p', { class: 'meta' }, ...extra,
+    h('time', { datetime: message.created_at, text: formatTime(message.created_at) }));
+}
+
+function userRow(message, ctx) {
+  const source = message.source_meta || {};
+  const li = h('li', { class: 'msg user', 'data-message-id': message.id });
+  li.append(h('span', { class: 'sr-only', text: 'You: ' }));
+  const hidden = message.body === null || message.body === undefined;
+  const line = message.display && message.display.line;
+  const bubble = h('div', { class: `bubble${hidden ? ' not-echoed' : ''}` });
+  bubble.textContent = hidden ? (line || 'Submitted (not echoed)') : message.body;
+  const captions = [];
+  if (source.componentAnswer) {
+    const byMain = source.componentAnswer.answeredBy === 'main';
+    captions.push(h('span', { class: 'caption', text: byMain ? 'Answered by Main for you · ' : 'Card answer · ' }));
+  }
+  if (source.askHandoff && source.askHandoff.threadId) {
+    const from = source.askHandoff.threadId;
+    captions.push(h('span', { class: 'caption' }, 'Handed to Main from ',
+      h('button', { type: 'button', class: 'link-button inline', onclick: () => ctx.openThread(from),
+        'aria-label': `Open the asking thread: ${ctx.threadTitle(from)}` }, ctx.threadTitle(from)),
+      ' · '));
+  }
+  li.append(bubble, meta(message, ...captions));
+  return li;
+}
+
+function assistantRow(message, ctx) {
+  const li = h('li', { class: 'msg assistant', 'data-message-id': message.id });
+  li.append(h('span', { class: 'sr-only', text: 'Agent: ' }));
+  if (message.body) li.append(h('div', { class: 'bubble', text: message.body }));
+  const cards = cardsOf(message);
+  const posted = new Set(cards.map((c) => c.callId));
+  for (const card of cards) {
+    const frame = renderCardFrame(card);
+    for (const def of card.defs) frame.append(ctx.componentEl(def, card, message));
+    li.append(frame);
+  }
+  for (const call of message.tool_calls || []) {
+    if (call.name === ASK_TOOL && posted.has(call.id)) continue;
+    const note = call.name === ASK_TOOL ? 'A card that could not be posted' : `Called ${call.name}`;
+    li.append(h('details', { class: 'tool-call' },
+      h('summary', { text: note }),
+      h('pre', { text: JSON.stringify(call.arguments, null, 2) })));
+  }
+  li.append(meta(message));
+  return li;
+}
+
+function eventRow(message) {
+  const phase = message.source_meta && message.source_meta.askHandoff
+    && message.source_meta.askHandoff.phase;
+  const text = message.body || PHASE_LINES[phase] || 'Something happened.';
+  return h('li', { class: 'msg event', 'data-message-id': message.id },
+    h('p', { class: 'event-line', text }), meta(message));
+}
+
+function toolRow(message) {
+  return h('li', { class: 'msg tool', 'data-message-id': message.id },
+    h('details', { class: 'tool-call' },
+      h('summary', { text: 'Tool result' }),
+      h('pre', { text: JSON.stringify(message.content, null, 2) })));
+}
