@@ -1,7 +1,9 @@
 """The push outbox's write side, called inside the transaction that creates or settles a
 decision, so a notification (or its withdrawal) commits with the state it reports.
 
-(The push issue fills these in: one row per registered device, payload per ``api.md``.)
+Each function writes one ``push_outbox`` row per registered device of the user in one
+statement; with no device registered nothing is queued. The dispatcher (``dispatcher.py``)
+sends the rows later, from any process.
 """
 
 from __future__ import annotations
@@ -10,14 +12,24 @@ from typing import Any
 
 import asyncpg
 
+from maxclaw.push import store
+from maxclaw.push.payload import build_payload, withdraw_payload
+
 
 async def enqueue_notification(conn: asyncpg.Connection, *, user_id: str,
                                decision: dict[str, Any], thread_title: str) -> int:
     """Queue the notification for a new (or reopened) decision; returns rows queued."""
-    return 0
+    payload = build_payload(decision, thread_title)
+    return await store.enqueue(conn, user_id=user_id, decision_id=int(decision["id"]),
+                               kind="notify", collapse_id=payload["collapse_id"],
+                               payload=payload)
 
 
 async def enqueue_withdraw(conn: asyncpg.Connection, *, user_id: str,
                            decision: dict[str, Any]) -> int:
     """Queue a ``withdraw`` for a settled decision's ``collapse_id``; returns rows queued."""
-    return 0
+    decision_id = int(decision["id"])
+    await store.cancel_pending_notifications(conn, user_id=user_id, decision_id=decision_id)
+    payload = withdraw_payload(decision)
+    return await store.enqueue(conn, user_id=user_id, decision_id=decision_id, kind="withdraw",
+                               collapse_id=payload["collapse_id"], payload=payload)

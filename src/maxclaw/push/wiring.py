@@ -1,4 +1,4 @@
-"""Attach this capability's services and jobs to the container."""
+"""Attach push to the container: the service, and the dispatcher as a background job."""
 
 from __future__ import annotations
 
@@ -6,5 +6,9 @@ from maxclaw.container import Services
 
 
 def register(services: Services) -> None:
-    """Nothing yet: this capability lands with its issue."""
-    return None
+    """``services.push``; the dispatcher runs inside ``serve`` when ``run_push_dispatcher``."""
+    from maxclaw.push.service import PushService
+
+    services.push = PushService(services)
+    if services.settings.run_push_dispatcher:
+        services.jobs.append(services.push.dispatcher)

@@ -1,5 +1,93 @@
-"""Routes for this capability (filled in by its issue)."""
+"""Push: devices (register, list, forget), client config, and actions taken on a notification."""
 
-from fastapi import APIRouter
+from __future__ import annotations
 
-router = APIRouter()
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from maxclaw.api.deps import Services, UserPrincipal
+
+router = APIRouter(prefix="/v1/push")
+
+HEX = r"^[0-9A-Fa-f]{16,400}$"
+
+
+class WebPushKeys(BaseModel):
+    p256dh: str = Field(min_length=1, max_length=200)
+    auth: str = Field(min_length=1, max_length=100)
+
+
+class WebPushDevice(BaseModel):
+    """A browser's ``PushSubscription.toJSON()`` plus the platform."""
+
+    model_config = ConfigDict(extra="ignore")
+    platform: Literal["webpush"]
+    endpoint: str = Field(min_length=1, max_length=2048)
+    keys: WebPushKeys
+
+
+class ApnsDevice(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    platform: Literal["apns"]
+    token: str = Field(min_length=1, max_length=400)
+    topic: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.\-]{0,199}$")  # the app's bundle id
+    environment: Literal["sandbox", "production"] = "production"
+    live_activity_token: str | None = Field(default=None, pattern=HEX)
+
+
+class WebhookDevice(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    platform: Literal["webhook"]
+    url: str = Field(min_length=1, max_length=2048)
+    secret: str = Field(min_length=16, max_length=512)
+
+
+class LogDevice(BaseModel):
+    """Development: pushes for this device are written to the server's log."""
+
+    model_config = ConfigDict(extra="ignore")
+    platform: Literal["log"]
+
+
+Device = Annotated[WebPushDevice | ApnsDevice | WebhookDevice | LogDevice,
+                   Field(discriminator="platform")]
+
+
+class PushAction(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    decision_id: int
+    action: str = Field(min_length=1, max_length=300)
+    text: str | None = None
+
+
+@router.post("/devices", status_code=201)
+async def register_device(device: Annotated[Device, Body()], who: UserPrincipal,
+                          services: Services) -> dict[str, Any]:
+    result: dict[str, Any] = await services.push.register_device(who, device.model_dump())
+    return result
+
+
+@router.get("/devices")
+async def list_devices(who: UserPrincipal, services: Services) -> dict[str, Any]:
+    return {"devices": await services.push.list_devices(who)}
+
+
+@router.delete("/devices/{device_id}", status_code=204)
+async def delete_device(device_id: str, who: UserPrincipal, services: Services) -> Response:
+    await services.push.delete_device(who, device_id)
+    return Response(status_code=204)
+
+
+@router.get("/config")
+async def push_config(who: UserPrincipal, services: Services) -> dict[str, Any]:
+    config: dict[str, Any] = services.push.client_config()
+    return config
+
+
+@router.post("/actions")
+async def act(body: PushAction, who: UserPrincipal, services: Services) -> dict[str, Any]:
+    result: dict[str, Any] = await services.push.act(who, body.decision_id, body.action,
+                                                     body.text)
+    return result

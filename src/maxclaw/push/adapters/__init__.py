@@ -1,0 +1,1 @@
+"""One adapter per platform; each renders the one payload shape (``payload.py``) and sends it."""

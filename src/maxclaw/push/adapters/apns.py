@@ -1,0 +1,219 @@
+"""APNs over HTTP/2 with token (JWT, ES256) authentication, through ``aioapns``.
+
+One outbox row becomes one or two APNs requests:
+- ``notify``: an ``alert`` push (priority 10) whose ``aps.category`` names the action set and
+  whose custom key ``maxclaw`` carries the payload (actions and reply box), so the app's
+  notification service extension can build the buttons; ``apns-collapse-id`` is the payload's
+  collapse id, so a later push for the same card replaces this one.
+- ``withdraw``: a ``background`` push (``content-available``, priority 5, same collapse id)
+  telling the app to remove the delivered notification.
+- When the device registered a Live Activity push token: a ``liveactivity`` push with event
+  ``update`` (question open) or ``end`` (question settled), topic ``<bundle>.push-type.liveactivity``.
+
+``apns-id`` is a UUID derived from the outbox id (stable across retries of one row).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import ssl
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aioapns import APNs, NotificationRequest, PushType
+from aioapns.common import NotificationResult
+from aioapns.exceptions import ConnectionClosed, MaxAttemptsExceeded
+from aioapns.exceptions import ConnectionError as ApnsConnectionError
+
+from maxclaw.push.adapters.base import Delivery, DeliveryError
+from maxclaw.push.payload import SECRET_PLACEHOLDER, encoded_size, fit_payload
+
+log = logging.getLogger("maxclaw.push.apns")
+
+MAX_PAYLOAD = 4096  # APNs' limit for a regular push, in bytes
+APNS_NAMESPACE = uuid.UUID("6f1d3a52-6a63-4f0e-9a57-6d6178636c61")
+NOTIFY_TTL_S = 24 * 3600
+# APNs answers these with a reason that will not change on retry
+PERMANENT_STATUSES = {"400", "404", "405", "410", "413"}
+RETRYABLE_403_REASONS = {"ExpiredProviderToken"}
+
+CATEGORY_CHOICE = "MAXCLAW_ASK_CHOICE"  # buttons (built from maxclaw.actions) + maybe a reply
+CATEGORY_REPLY = "MAXCLAW_ASK_REPLY"  # only a text reply ("Reply…")
+CATEGORY_SECRET = "MAXCLAW_ASK_SECRET"  # only a text reply ("Input (not echoed)…")
+
+
+@dataclass(frozen=True)
+class ApnsRequest:
+    """One HTTP/2 request to APNs, before aioapns turns it into headers."""
+
+    token: str
+    topic: str
+    push_type: str  # alert | background | liveactivity
+    priority: int
+    collapse_id: str | None
+    apns_id: str
+    ttl_s: int | None
+    message: dict[str, Any]
+
+    def headers(self) -> dict[str, str]:
+        """The ``apns-*`` headers this request is sent with (``aioapns`` writes the same)."""
+        out = {"apns-id": self.apns_id, "apns-topic": self.topic,
+               "apns-push-type": self.push_type, "apns-priority": str(self.priority)}
+        if self.collapse_id is not None:
+            out["apns-collapse-id"] = self.collapse_id
+        return out
+
+
+def apns_id(outbox_id: int, part: str) -> str:
+    """A UUID per (outbox row, request part), the same on every retry of that row."""
+    return str(uuid.uuid5(APNS_NAMESPACE, f"maxclaw-push:{outbox_id}:{part}"))
+
+
+def apns_collapse_id(collapse_id: str | None) -> str | None:
+    """APNs takes at most 64 bytes; a longer collapse id is replaced by a digest."""
+    if collapse_id is None or len(collapse_id.encode()) <= 64:
+        return collapse_id
+    return "ask:" + hashlib.sha256(collapse_id.encode()).hexdigest()[:56]
+
+
+def category_of(payload: dict[str, Any]) -> str:
+    reply = payload.get("reply") or {}
+    if reply.get("placeholder") == SECRET_PLACEHOLDER:
+        return CATEGORY_SECRET
+    return CATEGORY_CHOICE if payload.get("actions") else CATEGORY_REPLY
+
+
+def alert_message(payload: dict[str, Any], collapse: str | None) -> dict[str, Any]:
+    aps = {"alert": {"title": payload["title"], "body": payload["body"]},
+           "category": category_of(payload), "thread-id": payload.get("thread_id") or "",
+           "sound": "default", "mutable-content": 1, "interruption-level": "time-sensitive"}
+    return {"aps": aps, "maxclaw": {**payload, "apns_collapse_id": collapse}}
+
+
+def fitted_alert(payload: dict[str, Any], collapse: str | None) -> dict[str, Any]:
+    """The alert message, shrinking the payload until the whole JSON fits APNs' limit."""
+    message = alert_message(payload, collapse)
+    limit = MAX_PAYLOAD // 2
+    while encoded_size(message) > MAX_PAYLOAD and limit >= 256:
+        message = alert_message(fit_payload(payload, limit), collapse)
+        limit //= 2
+    return message
+
+
+def live_activity_message(delivery: Delivery, now_s: int) -> dict[str, Any]:
+    payload = delivery.payload
+    if delivery.kind == "notify":
+        state = {"status": "open", "decision_id": payload["decision_id"],
+                 "component_id": payload["component_id"], "title": payload["title"],
+                 "body": fit_payload(payload, 1024)["body"]}
+        return {"aps": {"timestamp": now_s, "event": "update", "content-state": state}}
+    state = {"status": "settled", "collapse_id": payload["collapse_id"]}
+    return {"aps": {"timestamp": now_s, "event": "end", "content-state": state,
+                    "dismissal-date": now_s}}
+
+
+def render(delivery: Delivery, now_s: int) -> list[ApnsRequest]:
+    """The APNs requests for one delivery (pure: unit tests check them against Apple's docs)."""
+    config = delivery.config
+    topic = str(config["topic"])
+    collapse = apns_collapse_id(delivery.payload.get("collapse_id"))
+    if delivery.kind == "notify":
+        main = ApnsRequest(token=config["token"], topic=topic, push_type="alert", priority=10,
+                           collapse_id=collapse, apns_id=apns_id(delivery.outbox_id, "alert"),
+                           ttl_s=NOTIFY_TTL_S, message=fitted_alert(delivery.payload, collapse))
+    else:
+        message = {"aps": {"content-available": 1},
+                   "maxclaw": {**delivery.payload, "apns_collapse_id": collapse}}
+        main = ApnsRequest(token=config["token"], topic=topic, push_type="background",
+                           priority=5, collapse_id=collapse,
+                           apns_id=apns_id(delivery.outbox_id, "withdraw"), ttl_s=NOTIFY_TTL_S,
+                           message=message)
+    requests = [main]
+    activity_token = config.get("live_activity_token")
+    if activity_token:
+        requests.append(ApnsRequest(
+            token=str(activity_token), topic=f"{topic}.push-type.liveactivity",
+            push_type="liveactivity", priority=10 if delivery.kind == "notify" else 5,
+            collapse_id=None, apns_id=apns_id(delivery.outbox_id, "activity"), ttl_s=None,
+            message=live_activity_message(delivery, now_s)))
+    return requests
+
+
+def check_result(result: NotificationResult) -> None:
+    """Raise for an APNs error answer (status plus Apple's ``reason``)."""
+    if result.is_successful:
+        return
+    reason = result.description or "no reason given"
+    message = f"APNs answered {result.status}: {reason}"
+    retryable = result.status not in PERMANENT_STATUSES and (
+        result.status != "403" or reason in RETRYABLE_403_REASONS)
+    raise DeliveryError(message, retryable=retryable)
+
+
+async def _quiet(request: NotificationRequest, result: NotificationResult) -> None:
+    return None  # the dispatcher logs failures itself, with the outbox id
+
+
+class ApnsAdapter:
+    platform = "apns"
+
+    def __init__(self, *, key_path: Path | None, key_id: str | None, team_id: str | None,
+                 timeout_s: float = 15.0, ssl_context: ssl.SSLContext | None = None,
+                 proxy: tuple[str, int] | None = None) -> None:
+        self.key_path = key_path
+        self.key_id = key_id
+        self.team_id = team_id
+        self.timeout_s = timeout_s
+        self.ssl_context = ssl_context
+        self.proxy = proxy
+        self._clients: dict[str, APNs] = {}
+
+    def _key(self) -> str:
+        if not (self.key_path and self.key_id and self.team_id):
+            raise DeliveryError("APNs is not configured: set MAXCLAW_APNS_KEY_PATH, "
+                                "MAXCLAW_APNS_KEY_ID and MAXCLAW_APNS_TEAM_ID", retryable=False)
+        try:
+            return self.key_path.read_text()
+        except OSError as exc:
+            raise DeliveryError(f"cannot read the APNs key {self.key_path}: {exc}",
+                                retryable=False) from exc
+
+    def client(self, environment: str, topic: str) -> APNs:
+        """One HTTP/2 client per environment (the topic is set per request)."""
+        if environment not in self._clients:
+            self._clients[environment] = APNs(
+                key=self._key(), key_id=self.key_id, team_id=self.team_id, topic=topic,
+                use_sandbox=environment == "sandbox", max_connection_attempts=1,
+                ssl_context=self.ssl_context, err_func=_quiet,
+                proxy_host=self.proxy[0] if self.proxy else None,
+                proxy_port=self.proxy[1] if self.proxy else None)
+        return self._clients[environment]
+
+    async def send(self, delivery: Delivery) -> None:
+        """Send every request of this delivery; the first failure fails the delivery."""
+        now_s = int(time.time())
+        client = self.client(str(delivery.config.get("environment", "production")),
+                             str(delivery.config["topic"]))
+        for req in render(delivery, now_s):
+            request = NotificationRequest(
+                device_token=req.token, message=req.message, notification_id=req.apns_id,
+                time_to_live=req.ttl_s, priority=req.priority, collapse_key=req.collapse_id,
+                push_type=PushType(req.push_type), apns_topic=req.topic)
+            try:
+                result = await asyncio.wait_for(client.send_notification(request),
+                                                self.timeout_s)
+            except TimeoutError as exc:
+                raise DeliveryError(f"APNs timed out after {self.timeout_s:g}s") from exc
+            except (ApnsConnectionError, ConnectionClosed, MaxAttemptsExceeded, OSError) as exc:
+                raise DeliveryError(f"APNs unreachable: {type(exc).__name__}") from exc
+            check_result(result)
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            client.pool.close()
+        self._clients.clear()

@@ -1,0 +1,111 @@
+"""The one push payload shape (``api.md`` "Push payload"), built from a decision row.
+
+Adapters render this dict per platform (Web Push body, webhook body, APNs ``aps`` + custom
+key); nothing here depends on a platform. A decision row never holds a secret answer, and the
+payload is built from the question only, so a payload cannot carry one either.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+OTHER_ACTION = {"id": "other", "title": "Other…", "input": True}
+REPLY_PLACEHOLDER = "Reply…"
+SECRET_PLACEHOLDER = "Input (not echoed)…"
+ELLIPSIS = "…"
+
+
+def collapse_id(component_id: str) -> str:
+    """The key that lets a later push (withdraw, re-notify) replace an earlier one."""
+    return f"ask:{component_id}"
+
+
+def ordered_options(options: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Recommended options first, then the others; each group keeps the card's order."""
+    return ([o for o in options if o.get("recommended")]
+            + [o for o in options if not o.get("recommended")])
+
+
+def build_actions(decision: dict[str, Any]) -> list[dict[str, Any]]:
+    """The buttons: options (recommended first), then "Other…" for a choice with allow_other."""
+    if decision.get("sensitive"):
+        return []  # a secret card takes only the reply box
+    options: list[dict[str, Any]] = list(decision.get("options") or [])
+    actions: list[dict[str, Any]] = [{"id": f"opt:{o['id']}", "title": o["label"]}
+                                     for o in ordered_options(options)]
+    # options + allow_text is a choice with allow_other; a text card (no options) gets only
+    # the reply box, and an object card's buttons come without "Other…" (allow_text is false)
+    if options and decision.get("allow_text"):
+        actions.append(dict(OTHER_ACTION))
+    return actions
+
+
+def build_reply(decision: dict[str, Any]) -> dict[str, str] | None:
+    """The reply box, or None when the card takes no text."""
+    if decision.get("sensitive"):
+        return {"placeholder": SECRET_PLACEHOLDER}
+    if decision.get("allow_text"):
+        return {"placeholder": REPLY_PLACEHOLDER}
+    return None
+
+
+def build_payload(decision: dict[str, Any], thread_title: str) -> dict[str, Any]:
+    """The ``agent-question`` notification for an open decision (``api.md``)."""
+    component_id = str(decision["component_id"])
+    thread_id = decision.get("thread_id")
+    return {
+        "kind": "agent-question",
+        "decision_id": int(decision["id"]),
+        "component_id": component_id,
+        "thread_id": str(thread_id) if thread_id is not None else None,
+        # the thread's title says where the question comes from; an untitled thread falls
+        # back to the card's own title so the lock screen never shows an empty heading
+        "title": thread_title or str(decision.get("title") or "") or "MaxClaw",
+        "body": str(decision.get("body") or ""),
+        "actions": build_actions(decision),
+        "reply": build_reply(decision),
+        "collapse_id": collapse_id(component_id),
+    }
+
+
+def withdraw_payload(decision: dict[str, Any]) -> dict[str, Any]:
+    """The push that replaces (removes) a settled decision's notification."""
+    return {"kind": "withdraw", "collapse_id": collapse_id(str(decision["component_id"]))}
+
+
+def encoded_size(payload: dict[str, Any]) -> int:
+    """Bytes of the compact UTF-8 JSON the adapters send."""
+    return len(json_bytes(payload))
+
+
+def json_bytes(payload: dict[str, Any]) -> bytes:
+    """Compact UTF-8 JSON: what goes on the wire (and what a webhook signature covers)."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + ELLIPSIS
+
+
+def fit_payload(payload: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """A copy whose JSON fits ``max_bytes``: the body shrinks first, then action titles.
+
+    Push services cap a message at about 4 KiB, and a card may carry a 2,000-character
+    question and twelve 200-character labels. Ids are never cut: they are what an action
+    answers with. The full question stays one tap away in the app.
+    """
+    if encoded_size(payload) <= max_bytes:
+        return payload
+    out = json.loads(json.dumps(payload))
+    for body_limit in (1000, 500, 200, 80):
+        out["body"] = _shorten(str(payload.get("body") or ""), body_limit)
+        if encoded_size(out) <= max_bytes:
+            return out
+    for title_limit in (60, 30, 12):
+        out["actions"] = [{**a, "title": _shorten(a["title"], title_limit)}
+                          for a in payload.get("actions") or []]
+        out["title"] = _shorten(str(payload.get("title") or ""), title_limit * 2)
+        if encoded_size(out) <= max_bytes:
+            return out
+    return out

@@ -1,0 +1,170 @@
+"""SQL for push: devices, and the outbox's write side (enqueue) and work side (claim, settle).
+
+The outbox is a queue in PostgreSQL. Rows are written inside the transaction that creates or
+settles a decision, and dispatchers claim them with ``FOR UPDATE SKIP LOCKED`` plus a lease:
+a claimed row is ``sending`` until ``lease_until``; a dispatcher that dies mid-send leaves the
+lease to lapse, and any dispatcher may claim the row again. Every write that follows a send is
+fenced by the attempt number it claimed, so a dispatcher that lost its lease changes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from maxclaw.db.database import record_dict
+
+# -- enqueue: one row per registered device of the user, in one statement --------------------
+# The hint wakes LISTENing dispatchers; it is skipped when nothing was queued or when the
+# caller switched notifications off for its transaction (polling still finds the rows).
+ENQUEUE = """
+WITH queued AS (
+    INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
+    SELECT d.user_id, d.id, $2, $3, $4, $5
+    FROM push_devices AS d
+    WHERE d.user_id = $1
+    RETURNING id
+), counted AS (SELECT count(*) AS n FROM queued)
+SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
+               THEN pg_notify('maxclaw_push', '') END AS hint
+FROM counted
+"""
+
+# A settled decision's undelivered notifications are pointless (and would arrive after the
+# withdraw): give them up. Rows already being sent finish; the claim order below makes the
+# withdraw wait for them.
+CANCEL_PENDING_NOTIFICATIONS = """
+UPDATE push_outbox
+SET status = 'dead', last_error = 'superseded: the decision was settled before delivery'
+WHERE decision_id = $2 AND user_id = $1 AND kind = 'notify' AND status = 'pending'
+"""
+
+# -- claim: due rows, oldest first, never two rows of one (decision, device) at once ---------
+# A 'sending' row's next_attempt_at is its lease end, so one partial index serves both fresh
+# rows and rows whose lease lapsed. The NOT EXISTS keeps each (decision, device) in id order:
+# a withdraw never overtakes the notification it withdraws, and a reopened decision's new
+# notification never overtakes the withdraw.
+CLAIM_DUE = """
+WITH due AS (
+    SELECT o.id
+    FROM push_outbox AS o
+    WHERE o.status IN ('pending', 'sending') AND o.next_attempt_at <= $1
+      AND NOT EXISTS (
+          SELECT 1 FROM push_outbox AS e
+          WHERE e.decision_id = o.decision_id AND e.device_id = o.device_id AND e.id < o.id
+            AND e.status IN ('pending', 'sending'))
+    ORDER BY o.next_attempt_at, o.id
+    LIMIT $2
+    FOR UPDATE OF o SKIP LOCKED
+)
+UPDATE push_outbox AS o
+SET status = 'sending', attempts = o.attempts + 1,
+    lease_until = $1 + make_interval(secs => $3),
+    next_attempt_at = $1 + make_interval(secs => $3)
+FROM due, push_devices AS d
+WHERE o.id = due.id AND d.id = o.device_id
+RETURNING o.id, o.user_id, o.device_id, o.decision_id, o.kind, o.collapse_id, o.payload,
+          o.attempts, o.lease_until, d.platform, d.config, d.secret
+"""
+
+MARK_SENT = """
+UPDATE push_outbox SET status = 'sent', sent_at = $3, lease_until = NULL
+WHERE id = $1 AND status = 'sending' AND attempts = $2
+"""
+
+SCHEDULE_RETRY = """
+UPDATE push_outbox
+SET status = 'pending', next_attempt_at = $3, lease_until = NULL, last_error = $4
+WHERE id = $1 AND status = 'sending' AND attempts = $2
+"""
+
+MARK_DEAD = """
+UPDATE push_outbox SET status = 'dead', lease_until = NULL, last_error = $3
+WHERE id = $1 AND status = 'sending' AND attempts = $2
+"""
+
+# -- devices -----------------------------------------------------------------------------
+# Re-registering the same address (a browser re-subscribing, an app relaunch) updates the
+# existing row instead of adding a second one that would receive every push twice.
+UPDATE_DEVICE = """
+UPDATE push_devices SET config = $4, secret = $5
+WHERE user_id = $1 AND platform = $2 AND config->>'address' = $3
+RETURNING id, platform, config, created_at
+"""
+
+INSERT_DEVICE = """
+INSERT INTO push_devices (user_id, platform, config, secret) VALUES ($1, $2, $3, $4)
+RETURNING id, platform, config, created_at
+"""
+
+LOCK_USER_DEVICES = "SELECT pg_advisory_xact_lock(hashtext('maxclaw_push_devices:' || $1::text))"
+
+DELETE_DEVICE = "DELETE FROM push_devices WHERE id = $1 AND user_id = $2"
+
+LIST_DEVICES = """
+SELECT id, platform, config, created_at FROM push_devices WHERE user_id = $1 ORDER BY id
+"""
+
+
+async def enqueue(conn: asyncpg.Connection, *, user_id: str, decision_id: int | None,
+                  kind: str, collapse_id: str | None, payload: dict[str, Any]) -> int:
+    """Queue ``payload`` for every device of the user; returns the number of rows queued."""
+    row = await conn.fetchrow(ENQUEUE, user_id, decision_id, kind, collapse_id, payload)
+    return int(row["n"]) if row else 0
+
+
+async def cancel_pending_notifications(conn: asyncpg.Connection, *, user_id: str,
+                                       decision_id: int) -> int:
+    """Give up a decision's notifications not yet handed to a dispatcher; returns how many."""
+    status = await conn.execute(CANCEL_PENDING_NOTIFICATIONS, user_id, decision_id)
+    return int(status.split()[-1])
+
+
+async def claim_due(conn: asyncpg.Connection, *, now: datetime, limit: int,
+                    lease_s: float) -> list[dict[str, Any]]:
+    """Claim up to ``limit`` due rows (with their device) for ``lease_s`` seconds."""
+    rows = await conn.fetch(CLAIM_DUE, now, limit, lease_s)
+    return [record_dict(r) for r in rows]
+
+
+async def mark_sent(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,
+                    now: datetime) -> bool:
+    """Record a delivery; False when this attempt no longer holds the row (lease lost)."""
+    return bool(await conn.execute(MARK_SENT, outbox_id, attempt, now) == "UPDATE 1")
+
+
+async def schedule_retry(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,
+                         next_attempt_at: datetime, error: str) -> bool:
+    """Put a failed row back in the queue for ``next_attempt_at``, keeping the error."""
+    result = await conn.execute(SCHEDULE_RETRY, outbox_id, attempt, next_attempt_at, error)
+    return bool(result == "UPDATE 1")
+
+
+async def mark_dead(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,
+                    error: str) -> bool:
+    """Give a row up for good, keeping the error that ended it."""
+    return bool(await conn.execute(MARK_DEAD, outbox_id, attempt, error) == "UPDATE 1")
+
+
+async def save_device(conn: asyncpg.Connection, *, user_id: str, platform: str, address: str,
+                      config: dict[str, Any], secret: str | None) -> dict[str, Any]:
+    """Insert a device, or update the user's device with the same address; call in a txn."""
+    # serialise registrations per user so two concurrent ones for one address make one row
+    await conn.execute(LOCK_USER_DEVICES, user_id)
+    config = {**config, "address": address}
+    row = await conn.fetchrow(UPDATE_DEVICE, user_id, platform, address, config, secret)
+    if row is None:
+        row = await conn.fetchrow(INSERT_DEVICE, user_id, platform, config, secret)
+    return record_dict(row)
+
+
+async def delete_device(conn: asyncpg.Connection, *, user_id: str, device_id: int) -> bool:
+    """Remove one of the user's devices (its queued rows go with it); False if none."""
+    return bool(await conn.execute(DELETE_DEVICE, device_id, user_id) == "DELETE 1")
+
+
+async def list_devices(conn: asyncpg.Connection, *, user_id: str) -> list[dict[str, Any]]:
+    """The user's devices, oldest first (configs only; secrets stay in the table)."""
+    return [record_dict(r) for r in await conn.fetch(LIST_DEVICES, user_id)]

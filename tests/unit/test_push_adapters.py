@@ -1,0 +1,211 @@
+"""Adapters' renderings, checked against each platform's documented format (no sockets)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import random
+import re
+import uuid
+from typing import Any
+
+import pytest
+
+from maxclaw.push.adapters.apns import (
+    CATEGORY_CHOICE,
+    CATEGORY_REPLY,
+    CATEGORY_SECRET,
+    MAX_PAYLOAD,
+    apns_collapse_id,
+    check_result,
+    render,
+)
+from maxclaw.push.adapters.base import Delivery, DeliveryError, check_http_status
+from maxclaw.push.adapters.webhook import render as webhook_render
+from maxclaw.push.adapters.webhook import sign
+from maxclaw.push.adapters.webpush import topic_of
+from maxclaw.push.addresses import is_private_ip, local_reason
+from maxclaw.push.dispatcher import backoff_delay
+from maxclaw.push.payload import build_payload, json_bytes, withdraw_payload
+
+TOKEN = "a1" * 32
+UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def a_decision(**fields: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": 7, "component_id": "call_1:q1", "thread_id": "t-1", "title": "Card",
+        "body": "Keep the old field?", "allow_text": True, "sensitive": False,
+        "options": [{"id": "keep", "label": "Keep", "recommended": True},
+                    {"id": "drop", "label": "Drop", "recommended": False}]}
+    row.update(fields)
+    return row
+
+
+def delivery(payload: dict[str, Any], kind: str = "notify", outbox_id: int = 41,
+             attempt: int = 1, **config: Any) -> Delivery:
+    return Delivery(outbox_id=outbox_id, user_id="u", device_id=3, decision_id=7, kind=kind,
+                    payload=payload, platform="apns", attempt=attempt, secret=None,
+                    config={"token": TOKEN, "topic": "com.example.maxclaw",
+                            "environment": "sandbox", **config})
+
+
+# -- APNs --------------------------------------------------------------------------------
+
+
+def test_apns_alert_request_headers_and_body() -> None:
+    payload = build_payload(a_decision(), "Refactor")
+    [req] = render(delivery(payload), now_s=1_700_000_000)
+    headers = req.headers()
+    assert headers["apns-push-type"] == "alert"
+    assert headers["apns-priority"] == "10"
+    assert headers["apns-topic"] == "com.example.maxclaw"
+    assert headers["apns-collapse-id"] == "ask:call_1:q1"
+    assert UUID_RE.match(headers["apns-id"])
+    assert req.token == TOKEN and req.ttl_s and req.ttl_s > 0
+    aps = req.message["aps"]
+    assert aps["alert"] == {"title": "Refactor", "body": "Keep the old field?"}
+    assert aps["category"] == CATEGORY_CHOICE
+    assert aps["mutable-content"] == 1 and aps["thread-id"] == "t-1"
+    # the app builds its buttons from the payload it is handed whole
+    assert req.message["maxclaw"]["actions"] == payload["actions"]
+    assert req.message["maxclaw"]["apns_collapse_id"] == "ask:call_1:q1"
+
+
+def test_apns_id_is_stable_across_retries_and_distinct_per_row() -> None:
+    payload = build_payload(a_decision(), "t")
+    first = render(delivery(payload, attempt=1), 0)[0].apns_id
+    retry = render(delivery(payload, attempt=5), 0)[0].apns_id
+    other = render(delivery(payload, outbox_id=42), 0)[0].apns_id
+    assert first == retry != other
+    assert uuid.UUID(first).version == 5
+
+
+def test_apns_categories_follow_the_card_kind() -> None:
+    reply_only = build_payload(a_decision(options=[], allow_text=True), "t")
+    secret = build_payload(a_decision(options=[], sensitive=True), "t")
+    assert render(delivery(reply_only), 0)[0].message["aps"]["category"] == CATEGORY_REPLY
+    assert render(delivery(secret), 0)[0].message["aps"]["category"] == CATEGORY_SECRET
+
+
+def test_apns_withdraw_is_a_silent_background_push() -> None:
+    [req] = render(delivery(withdraw_payload(a_decision()), kind="withdraw"), 0)
+    headers = req.headers()
+    # Apple: background pushes must use apns-push-type background and priority 5, and an aps
+    # with only content-available (no alert, sound or badge)
+    assert headers["apns-push-type"] == "background" and headers["apns-priority"] == "5"
+    assert req.message["aps"] == {"content-available": 1}
+    assert req.message["maxclaw"]["kind"] == "withdraw"
+    assert headers["apns-collapse-id"] == "ask:call_1:q1"
+
+
+def test_apns_live_activity_update_and_end() -> None:
+    activity = "b2" * 40
+    payload = build_payload(a_decision(), "Refactor")
+    alert, update = render(delivery(payload, live_activity_token=activity), now_s=1234)
+    assert alert.push_type == "alert"
+    assert update.token == activity
+    assert update.headers()["apns-topic"] == "com.example.maxclaw.push-type.liveactivity"
+    assert update.headers()["apns-push-type"] == "liveactivity"
+    assert "apns-collapse-id" not in update.headers()
+    aps = update.message["aps"]
+    assert aps["event"] == "update" and aps["timestamp"] == 1234
+    assert aps["content-state"]["status"] == "open"
+    assert aps["content-state"]["component_id"] == "call_1:q1"
+    _, end = render(delivery(withdraw_payload(a_decision()), kind="withdraw", outbox_id=42,
+                             live_activity_token=activity), now_s=1300)
+    assert end.message["aps"]["event"] == "end"
+    assert end.message["aps"]["content-state"]["status"] == "settled"
+    assert end.message["aps"]["dismissal-date"] == 1300
+    assert end.apns_id != update.apns_id
+
+
+def test_apns_message_fits_4096_bytes() -> None:
+    options = [{"id": f"o{i}", "label": "ラベル" * 60, "recommended": False} for i in range(12)]
+    payload = build_payload(a_decision(options=options, body="質問" * 1000), "T" * 300)
+    [req] = render(delivery(payload), 0)
+    assert len(json_bytes(req.message)) <= MAX_PAYLOAD
+    assert [a["id"] for a in req.message["maxclaw"]["actions"]][:12] == [
+        f"opt:o{i}" for i in range(12)]
+
+
+def test_apns_collapse_id_is_at_most_64_bytes() -> None:
+    long = "ask:" + "call_" + "x" * 80 + ":q1"
+    short = apns_collapse_id(long)
+    assert short is not None and len(short.encode()) <= 64
+    assert apns_collapse_id(long) == short  # deterministic: a withdraw finds it
+    assert apns_collapse_id("ask:c:q1") == "ask:c:q1"
+
+
+@pytest.mark.parametrize(("status", "reason", "retryable"), [
+    ("400", "BadDeviceToken", False), ("410", "Unregistered", False),
+    ("403", "InvalidProviderToken", False), ("403", "ExpiredProviderToken", True),
+    ("429", "TooManyRequests", True), ("500", "InternalServerError", True),
+    ("503", "ServiceUnavailable", True)])
+def test_apns_error_classification(status: str, reason: str, retryable: bool) -> None:
+    from aioapns.common import NotificationResult
+
+    with pytest.raises(DeliveryError) as err:
+        check_result(NotificationResult("id", status, description=reason))
+    assert err.value.retryable is retryable
+    assert reason in err.value.message and status in err.value.message
+
+
+# -- webhook, Web Push, HTTP -------------------------------------------------------------
+
+
+def test_webhook_signature_is_hmac_sha256_of_the_raw_body() -> None:
+    body = webhook_render(Delivery(5, "u", 1, 7, "notify", {"kind": "agent-question"},
+                                   "webhook", {}, "s" * 16, 1))
+    assert json.loads(body) == {"kind": "agent-question", "delivery_id": "5"}
+    expected = hmac.new(b"s" * 16, body, hashlib.sha256).hexdigest()
+    assert sign("s" * 16, body) == f"sha256={expected}"
+
+
+def test_webpush_topic_is_32_base64url_chars() -> None:
+    topic = topic_of("ask:call_7:q1")
+    assert topic is not None and len(topic) == 32
+    assert re.fullmatch(r"[A-Za-z0-9_-]{32}", topic)
+    base64.urlsafe_b64decode(topic + "=" * (-len(topic) % 4))
+    assert topic_of("ask:call_7:q1") == topic != topic_of("ask:call_7:q2")
+
+
+@pytest.mark.parametrize(("status", "retryable"), [
+    (500, True), (502, True), (503, True), (429, True), (408, True),
+    (400, False), (401, False), (403, False), (404, False), (301, False)])
+def test_http_status_classification(status: int, retryable: bool) -> None:
+    with pytest.raises(DeliveryError) as err:
+        check_http_status(status, "nope", "7", "webhook")
+    assert err.value.retryable is retryable and err.value.retry_after_s == 7.0
+    assert f"HTTP {status}" in err.value.message
+
+
+def test_http_2xx_passes() -> None:
+    check_http_status(201, "", None, "push service")
+
+
+def test_backoff_doubles_caps_and_jitters() -> None:
+    rng = random.Random(1)
+    for attempt in range(1, 12):
+        ceiling = min(600.0, 2.0 * 2 ** (attempt - 1))
+        delays = [backoff_delay(attempt, base_s=2.0, max_s=600.0, rng=rng) for _ in range(50)]
+        assert all(ceiling / 2 <= d <= ceiling for d in delays)
+        assert len(set(delays)) > 1  # jittered
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "10.1.2.3", "192.168.0.9", "172.16.5.5",
+                                  "169.254.1.1", "::1", "fd00::1", "0.0.0.0", "100.64.0.1",
+                                  "::ffff:10.0.0.1", "localhost", "api.localhost"])
+def test_private_addresses_are_refused(host: str) -> None:
+    assert local_reason(host) is not None
+
+
+@pytest.mark.parametrize("host", ["93.184.216.34", "2606:4700::1111", "push.example.com"])
+def test_public_addresses_pass_the_literal_check(host: str) -> None:
+    assert local_reason(host) is None
+
+
+def test_is_private_ip() -> None:
+    assert is_private_ip("224.0.0.1") and not is_private_ip("8.8.8.8")
