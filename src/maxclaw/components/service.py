@@ -201,6 +201,7 @@ class ComponentService:
             if new is None:
                 raise ComponentError("conflict", data={
                     "status": await store.status_of(conn, who.user_id, component_id)})
+            await timeline_store.wake_thread(conn, who.user_id, new["main_thread_id"])
         return component_projection({**row, **new}, card.component(component_id))
 
     async def _hand_to_main(self, conn: asyncpg.Connection, row: dict[str, Any], card: Card, *,
@@ -215,16 +216,15 @@ class ComponentService:
         if new["decision_id"] is None:
             await store.set_decision(conn, user_id, row["id"], decision["id"])
             new["decision_id"] = decision["id"]
-        main_id = await conn.fetchval(
-            "SELECT id::text FROM threads WHERE user_id = $1::uuid AND kind = 'main'", user_id)
+        main_id = await timeline_store.main_thread_id(conn, user_id)
         await timeline_store.insert_message(
             conn, user_id=user_id, thread_id=main_id, role="user",
             body=handoff_text(definition, row["thread_title"], row["thread_id"]),
             source_meta={"askHandoff": {"componentId": row["id"], "threadId": row["thread_id"],
                                         "phase": "with-main"}})
-        await timeline_store.wake_thread(conn, user_id, main_id)
         await store.audit(conn, user_id, row["id"], "open", "with-main", actor, None)
-        return new
+        # the caller wakes Main's thread: a sweep batch does it once per user, last
+        return {**new, "main_thread_id": main_id}
 
     async def main_answer(self, conn: asyncpg.Connection, main: Principal, component_id: str,
                           selected: Any, text: Any, reason: Any) -> None:
@@ -299,14 +299,23 @@ class ComponentService:
         a carrier. ``SKIP LOCKED`` lets any number of sweepers run at once."""
         handed = kept = 0
         async with self.db.transaction() as conn:
-            for row in await store.claim_due(conn, now or self.clock.now(), limit):
+            rows = await store.claim_due(conn, now or self.clock.now(), limit)
+            # Lock order: tool rows ascending, then each user's Main thread once, last. Two
+            # sweepers (or a sweeper and an answer) then never wait on each other in a cycle.
+            rows.sort(key=lambda r: (r["tool_message_id"], r["id"]))
+            wake: dict[str, str] = {}
+            for row in rows:
                 card = card_of(row)
                 if main_may_take(card, _thread(row)):
-                    handed += await self._hand_to_main(conn, row, card, actor="sweeper") \
-                        is not None
+                    new = await self._hand_to_main(conn, row, card, actor="sweeper")
+                    if new is not None:
+                        handed += 1
+                        wake[row["user_id"]] = new["main_thread_id"]
                 else:
                     await self._keep_open(conn, row, card)
                     kept += 1
+            for user_id in sorted(wake):
+                await timeline_store.wake_thread(conn, user_id, wake[user_id])
         self.metrics.sweeps.labels("handed_to_main").inc(handed)
         self.metrics.sweeps.labels("kept_open").inc(kept)
         return {"handed_to_main": handed, "kept_open": kept}

@@ -32,6 +32,7 @@ INSERT INTO messages (user_id, thread_id, role, body, content, tool_calls, tool_
 VALUES ($1::uuid, $2::uuid, $3, $4, $5::jsonb, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10, $11)
 RETURNING {MESSAGE_COLUMNS}
 """
+MAIN_THREAD = "SELECT id::text FROM threads WHERE user_id = $1::uuid AND kind = 'main'"
 # A new input on an idle thread queues a turn; on a thread with a queued or running turn the
 # partial unique index turns_one_active_per_thread makes this a no-op, and the input waits in
 # the inbox for the running turn's next step boundary.
@@ -84,3 +85,8 @@ async def insert_message(
 async def wake_thread(conn: asyncpg.Connection, user_id: str, thread_id: str) -> None:
     """Queue a turn unless one is already queued or running."""
     await conn.execute(WAKE_THREAD, user_id, thread_id)
+
+
+async def main_thread_id(conn: asyncpg.Connection, user_id: str) -> str:
+    """The user's Main thread (every user has exactly one)."""
+    return str(await conn.fetchval(MAIN_THREAD, user_id))
