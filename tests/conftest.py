@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -28,8 +29,13 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if given:
         yield given
         return
-    # the parent of basetemp is shared by all xdist workers of one run
-    base = tmp_path_factory.getbasetemp().parent
+    # One server per pytest run, shared by its xdist workers (same run uid). Not under pytest's
+    # basetemp: that is mode 0700, and as root pgserver runs postgres as another user.
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+    base = Path(tempfile.gettempdir()) / "maxclaw-test-pg" / run
+    base.mkdir(parents=True, exist_ok=True)
+    for path in (base.parent, base):
+        path.chmod(0o755)
     url, server = pg.start_embedded(base)
     yield url
     server.stop()  # type: ignore[attr-defined]
@@ -48,7 +54,7 @@ def database_url(pg_server: str, pg_template: str) -> Iterator[str]:
     asyncio.run(pg.drop_database(pg_server, url))
 
 
-def test_settings(database_url: str, **overrides: Any) -> Settings:
+def app_settings(database_url: str, **overrides: Any) -> Settings:
     """Settings for an in-process app: background jobs off unless a test turns them on."""
     base: dict[str, Any] = {
         "database_url": database_url, "run_sweeper": False, "run_push_dispatcher": False,
@@ -93,7 +99,7 @@ class Harness:
 @pytest.fixture
 async def harness(database_url: str) -> AsyncIterator[Harness]:
     """The app in-process (lifespan run), with services reachable for setup."""
-    app = create_app(test_settings(database_url))
+    app = create_app(app_settings(database_url))
     async with app.router.lifespan_context(app):
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
         yield Harness(app=app, services=app.state.services, client=client)
@@ -132,6 +138,7 @@ def start_server(database_url: str, log_path: Path, port: int | None = None,
     log_file = log_path.open("ab")
     proc = subprocess.Popen([sys.executable, "-m", "maxclaw.cli", "serve", "--port", str(port)],
                             env=full_env, stdout=log_file, stderr=subprocess.STDOUT)
+    log_file.close()  # the child holds its own copy; ours would leak (ResourceWarning = error)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
