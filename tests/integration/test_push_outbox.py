@@ -1,0 +1,266 @@
+"""The outbox on real PostgreSQL: fan-out per device, claims with SKIP LOCKED and leases,
+retries with backoff, dead rows with their error, and two dispatchers on one database."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from maxclaw.db.database import Database, connect
+from maxclaw.push import store
+from maxclaw.push.adapters.base import Delivery, DeliveryError
+from maxclaw.push.adapters.http import HttpSender
+from maxclaw.push.adapters.webhook import WebhookAdapter
+from maxclaw.push.dispatcher import Dispatcher
+from maxclaw.push.outbox import enqueue_notification, enqueue_withdraw
+from maxclaw.push.payload import build_payload, withdraw_payload
+from tests.conftest import Harness
+from tests.integration.push_fakes import Endpoint, ManualClock, insert_decision
+
+CHOICE = [{"id": "keep", "label": "Keep", "recommended": True},
+          {"id": "drop", "label": "Drop", "recommended": False}]
+
+
+class ScriptedAdapter:
+    """A platform that fails the first ``fail`` sends (or all of them), then accepts."""
+
+    platform = "webhook"
+
+    def __init__(self, fail: int = 0, retryable: bool = True) -> None:
+        self.fail = fail
+        self.retryable = retryable
+        self.calls: list[Delivery] = []
+
+    async def send(self, delivery: Delivery) -> None:
+        self.calls.append(delivery)
+        if len(self.calls) <= self.fail:
+            raise DeliveryError(f"HTTP 503 on call {len(self.calls)}", retryable=self.retryable)
+
+    async def close(self) -> None:
+        return None
+
+
+async def add_device(conn: Any, user_id: str, platform: str = "webhook",
+                     url: str = "http://127.0.0.1:9/hook") -> int:
+    return int(await conn.fetchval(
+        "INSERT INTO push_devices (user_id, platform, config, secret) VALUES ($1, $2, $3, $4)"
+        " RETURNING id", user_id, platform, {"url": url, "address": url}, "s" * 16))
+
+
+async def setup_decision(h: Harness, name: str = "max", devices: int = 1,
+                         **fields: Any) -> tuple[str, dict[str, Any]]:
+    actor = await h.actor(name)
+    async with h.services.db.transaction() as conn:
+        for i in range(devices):
+            await add_device(conn, actor.user_id, url=f"http://127.0.0.1:9/{i}")
+        decision = await insert_decision(conn, actor.user_id, actor.main_thread_id, "call_1:q1",
+                                         options=CHOICE, allow_text=True, **fields)
+    return actor.user_id, decision
+
+
+def dispatcher(h: Harness, adapter: Any, clock: ManualClock | None = None,
+               **settings: Any) -> Dispatcher:
+    s = h.services.settings.model_copy(update=settings)
+    return Dispatcher(h.services.db, {"webhook": adapter}, settings=s, metrics=h.services.metrics,
+                      clock=clock, listen=False)
+
+
+async def rows(h: Harness) -> list[dict[str, Any]]:
+    async with h.services.db.connection() as conn:
+        return [dict(r) for r in await conn.fetch("SELECT * FROM push_outbox ORDER BY id")]
+
+
+async def test_one_row_per_device_and_none_without_devices(harness: Harness) -> None:
+    user_id, decision = await setup_decision(harness, devices=3)
+    lonely = await harness.actor("eve")
+    async with harness.services.db.transaction() as conn:
+        assert await enqueue_notification(conn, user_id=user_id, decision=decision,
+                                          thread_title="Main") == 3
+        other = await insert_decision(conn, lonely.user_id, lonely.main_thread_id, "call_9:q1")
+        assert await enqueue_notification(conn, user_id=lonely.user_id, decision=other,
+                                          thread_title="Main") == 0
+        assert await enqueue_withdraw(conn, user_id=lonely.user_id, decision=other) == 0
+    queued = await rows(harness)
+    assert len(queued) == 3
+    assert {r["device_id"] for r in queued} == set(range(queued[0]["device_id"],
+                                                         queued[0]["device_id"] + 3))
+    for r in queued:
+        assert r["payload"] == build_payload(decision, "Main")
+        assert (r["kind"], r["status"], r["attempts"]) == ("notify", "pending", 0)
+        assert r["collapse_id"] == "ask:call_1:q1" and r["decision_id"] == decision["id"]
+        assert str(r["user_id"]) == user_id
+
+
+async def test_enqueue_sends_a_listen_hint_on_commit(harness: Harness) -> None:
+    user_id, decision = await setup_decision(harness)
+    listener = await connect(harness.services.db.url)
+    heard = asyncio.Event()
+    await listener.add_listener("maxclaw_push", lambda *_: heard.set())
+    try:
+        async with harness.services.db.transaction() as conn:
+            await enqueue_notification(conn, user_id=user_id, decision=decision,
+                                       thread_title="t")
+        await asyncio.wait_for(heard.wait(), 10)
+    finally:
+        await listener.close()
+
+
+async def test_withdraw_supersedes_pending_and_waits_for_in_flight(harness: Harness) -> None:
+    user_id, decision = await setup_decision(harness, devices=2)
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    now = datetime.now(UTC)
+    async with harness.services.db.connection() as conn:
+        [in_flight] = await store.claim_due(conn, now=now, limit=1, lease_s=60)
+        async with conn.transaction():
+            assert await enqueue_withdraw(conn, user_id=user_id, decision=decision) == 2
+        by_id = {r["id"]: r for r in await rows(harness)}
+        notify_rows = [r for r in by_id.values() if r["kind"] == "notify"]
+        pending = next(r for r in notify_rows if r["id"] != in_flight["id"])
+        assert pending["status"] == "dead" and "superseded" in pending["last_error"]
+        assert by_id[in_flight["id"]]["status"] == "sending"
+        # the withdraw for the device whose notification is in flight waits for it
+        now = datetime.now(UTC) + timedelta(seconds=1)  # the withdraws were queued after `now`
+        claimable = await store.claim_due(conn, now=now, limit=10, lease_s=60)
+        assert [r["device_id"] for r in claimable] == [pending["device_id"]]
+        assert claimable[0]["payload"] == withdraw_payload(decision)
+        assert await store.mark_sent(conn, outbox_id=in_flight["id"], attempt=1, now=now)
+        [after] = await store.claim_due(conn, now=now, limit=10, lease_s=60)
+        assert after["device_id"] == in_flight["device_id"] and after["kind"] == "withdraw"
+
+
+async def test_skip_locked_claims_are_disjoint(harness: Harness) -> None:
+    user_id, decision = await setup_decision(harness, devices=6)
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    now = datetime.now(UTC)
+    first = await connect(harness.services.db.url)
+    second = await connect(harness.services.db.url)
+    try:
+        async with first.transaction():  # holds its row locks until the block ends
+            a = await store.claim_due(first, now=now, limit=4, lease_s=60)
+            b = await asyncio.wait_for(store.claim_due(second, now=now, limit=4, lease_s=60), 10)
+        assert len(a) == 4 and len(b) == 2
+        assert not {r["id"] for r in a} & {r["id"] for r in b}
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_a_lapsed_lease_is_claimed_again_and_fences_the_old_holder(
+        harness: Harness) -> None:
+    user_id, decision = await setup_decision(harness, devices=2)
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    clock = ManualClock(datetime.now(UTC))
+    async with harness.services.db.connection() as conn:
+        held = await store.claim_due(conn, now=clock.now(), limit=10, lease_s=30)
+        assert len(held) == 2 and all(r["attempts"] == 1 for r in held)
+        assert await store.claim_due(conn, now=clock.now(), limit=10, lease_s=30) == []
+        clock.advance(29)
+        assert await store.claim_due(conn, now=clock.now(), limit=10, lease_s=30) == []
+        clock.advance(2)  # the first holder died: its lease lapsed
+        again = await store.claim_due(conn, now=clock.now(), limit=10, lease_s=30)
+        assert sorted(r["id"] for r in again) == sorted(r["id"] for r in held)
+        assert all(r["attempts"] == 2 for r in again)
+        late = held[0]
+        assert not await store.mark_sent(conn, outbox_id=late["id"], attempt=1, now=clock.now())
+        assert not await store.schedule_retry(conn, outbox_id=late["id"], attempt=1,
+                                              next_attempt_at=clock.now(), error="x")
+        assert await store.mark_sent(conn, outbox_id=late["id"], attempt=2, now=clock.now())
+    statuses = {r["id"]: r["status"] for r in await rows(harness)}
+    assert statuses[late["id"]] == "sent"
+
+
+async def test_failures_back_off_then_end_dead_with_the_error(harness: Harness) -> None:
+    user_id, decision = await setup_decision(harness)
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    clock = ManualClock(datetime.now(UTC))
+    adapter = ScriptedAdapter(fail=99)
+    d = dispatcher(harness, adapter, clock, push_max_attempts=3, push_backoff_base_s=10.0,
+                   push_backoff_max_s=15.0)
+    assert await d.run_once() == 1
+    [row] = await rows(harness)
+    assert row["status"] == "pending" and row["attempts"] == 1
+    assert row["last_error"] == "HTTP 503 on call 1"
+    wait = (row["next_attempt_at"] - clock.now()).total_seconds()
+    assert 5.0 <= wait <= 10.0  # base 10 s, jittered into [5, 10]
+    assert await d.run_once() == 0  # not due yet
+    clock.advance(10)
+    assert await d.run_once() == 1
+    [row] = await rows(harness)
+    wait = (row["next_attempt_at"] - clock.now()).total_seconds()
+    assert 7.5 <= wait <= 15.0  # 20 s capped at 15, jittered into [7.5, 15]
+    clock.advance(15)
+    assert await d.run_once() == 1
+    [row] = await rows(harness)
+    assert (row["status"], row["attempts"]) == ("dead", 3)
+    assert row["last_error"] == "HTTP 503 on call 3"
+    clock.advance(1000)
+    assert await d.run_once() == 0 and len(adapter.calls) == 3
+    pushes = harness.services.metrics.pushes
+    assert pushes.labels("webhook", "retry")._value.get() == 2
+    assert pushes.labels("webhook", "dead")._value.get() == 1
+
+
+async def test_permanent_failure_is_dead_at_once(harness: Harness) -> None:
+    user_id, decision = await setup_decision(harness)
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    adapter = ScriptedAdapter(fail=99, retryable=False)
+    d = dispatcher(harness, adapter, ManualClock(datetime.now(UTC)))
+    assert await d.run_once() == 1
+    [row] = await rows(harness)
+    assert (row["status"], row["attempts"], row["last_error"]) == ("dead", 1, "HTTP 503 on call 1")
+
+
+async def test_a_row_whose_last_lease_lapsed_is_given_up(harness: Harness) -> None:
+    user_id, decision = await setup_decision(harness)
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    clock = ManualClock(datetime.now(UTC))
+    async with harness.services.db.connection() as conn:
+        for _ in range(2):  # two dispatchers died holding it
+            assert len(await store.claim_due(conn, now=clock.now(), limit=1, lease_s=60)) == 1
+            clock.advance(61)
+    adapter = ScriptedAdapter()
+    d = dispatcher(harness, adapter, clock, push_max_attempts=2)
+    assert await d.run_once() == 1
+    [row] = await rows(harness)
+    assert row["status"] == "dead" and "lease lapsed" in row["last_error"]
+    assert adapter.calls == []
+
+
+async def test_two_dispatchers_send_each_row_exactly_once(harness: Harness) -> None:
+    actor = await harness.actor("max")
+    async with Endpoint() as endpoint:
+        async with harness.services.db.transaction() as conn:
+            for i in range(5):
+                await add_device(conn, actor.user_id, url=f"{endpoint.url}/hook/{i}")
+            for i in range(40):
+                decision = await insert_decision(conn, actor.user_id, actor.main_thread_id,
+                                                 f"call_{i}:q1", options=CHOICE)
+                await enqueue_notification(conn, user_id=actor.user_id, decision=decision,
+                                           thread_title="t")
+        settings = harness.services.settings.model_copy(update={"push_allow_private_urls": True})
+        pools = [Database(harness.services.db.url, min_size=1, max_size=5) for _ in range(2)]
+        workers = []
+        for pool in pools:
+            await pool.open()
+            http = HttpSender(timeout_s=10, allow_private=True)
+            workers.append(Dispatcher(pool, {"webhook": WebhookAdapter(http)}, settings=settings,
+                                      metrics=harness.services.metrics, batch=7, listen=False))
+        try:
+            claimed = await asyncio.gather(*(w.run_until_idle() for w in workers))
+        finally:
+            for w, pool in zip(workers, pools, strict=True):
+                await w.close()
+                await pool.close()
+    delivered = endpoint.delivered()
+    assert len(delivered) == 200 and set(delivered.values()) == {1}
+    assert len(endpoint.hits) == 200
+    assert sum(claimed) == 200 and all(c > 0 for c in claimed)  # both took part
+    statuses = {r["status"] for r in await rows(harness)}
+    assert statuses == {"sent"}
