@@ -1,5 +1,54 @@
-"""Routes for this capability (filled in by its issue)."""
+"""Agent endpoints for turns: claim (long-poll), heartbeat, inbox, finish, and history."""
 
-from fastapi import APIRouter
+from __future__ import annotations
 
-router = APIRouter()
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from maxclaw.agent.models import Claim, ClaimRequest, Delivery, Finished, Lease
+from maxclaw.agent.turns import parse_turn_id
+from maxclaw.api.deps import AgentPrincipal, Services
+
+router = APIRouter(prefix="/v1/agent")
+
+
+# The services return the documented dicts; ``responses`` documents the models without
+# re-serialising through them (that would drop or add keys that api.md fixes).
+@router.post("/turns/claim", response_model=None,
+             responses={200: {"model": Claim},
+                        204: {"description": "No turn was queued within wait_s."}})
+async def claim(request: Request, who: AgentPrincipal, services: Services,
+                body: ClaimRequest | None = None) -> Any:
+    body = body or ClaimRequest()
+
+    async def still_wanted() -> bool:
+        return not await request.is_disconnected()
+
+    claimed = await services.turns.claim(who, body.wait_s, body.runtime_id, still_wanted)
+    if claimed is None:
+        return Response(status_code=204)
+    return claimed
+
+
+@router.post("/turns/{turn_id}/heartbeat", response_model=None, responses={200: {"model": Lease}})
+async def heartbeat(turn_id: str, who: AgentPrincipal, services: Services) -> Any:
+    return await services.turns.heartbeat(who, parse_turn_id(turn_id))
+
+
+@router.post("/turns/{turn_id}/inbox", response_model=None,
+             responses={200: {"model": Delivery}})
+async def inbox(turn_id: str, who: AgentPrincipal, services: Services) -> Any:
+    return await services.turns.inbox(who, parse_turn_id(turn_id))
+
+
+@router.post("/turns/{turn_id}/finish", response_model=None,
+             responses={200: {"model": Finished}})
+async def finish(turn_id: str, who: AgentPrincipal, services: Services) -> Any:
+    return await services.turns.finish(who, parse_turn_id(turn_id))
+
+
+@router.get("/threads/{thread_id}/history", response_model=None,
+            responses={200: {"model": Delivery}})
+async def history(thread_id: str, who: AgentPrincipal, services: Services) -> Any:
+    return await services.turns.history(who, thread_id)
