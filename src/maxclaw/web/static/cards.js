@@ -82,10 +82,8 @@ function statusLine(def, state, card, thread) {
   const when = state.due_at ? formatTime(state.due_at) : '';
   switch (state.status) {
     case 'open':
-      if (!when) return 'Waiting for your answer.';
-      return mainMayTake(card, thread)
-        ? `Main decides at ${when} unless you answer first.`
-        : `Waiting for your answer; it reaches your decisions panel at ${when}.`;
+      if (!mainMayTake(card, thread)) return 'Waiting for your answer; only you can answer this one.';
+      return when ? `Main decides at ${when} unless you answer first.` : 'Waiting for your answer.';
     case 'answered':
       return `Answered by ${whoAnswered(state)}.`;
     case 'with-main':
@@ -253,12 +251,13 @@ function textReply(def, enabled, ui, ctx) {
 }
 
 function secretInput(def, enabled, ctx) {
+  if (!enabled) return h('div', { class: 'controls' });
   // Never a value attribute, never a draft kept anywhere: the field is emptied the moment
   // the answer leaves, whatever the server says, so the secret is not left in the page.
   const input = h('input', {
     type: 'password', class: 'reply secret', autocomplete: 'new-password', spellcheck: 'false',
     'aria-label': `Secret answer to: ${def.question} (not echoed)`,
-    placeholder: def.placeholder || 'Input (not echoed)…', disabled: !enabled,
+    placeholder: def.placeholder || 'Input (not echoed)…',
   });
   return h('form', {
     class: 'reply-form',
@@ -269,8 +268,7 @@ function secretInput(def, enabled, ctx) {
       ctx.answer(def.id, [], secret, { secret: true });
     },
   }, input, h('button', {
-    type: 'submit', class: 'primary', disabled: !enabled,
-    'aria-label': `Submit the secret for: ${def.question}`,
+    type: 'submit', class: 'primary', 'aria-label': `Submit the secret for: ${def.question}`,
   }, 'Submit'));
 }
 

@@ -36,17 +36,23 @@ export function renderDecision(decision, ctx, { compact = false } = {}) {
     'data-decision-id': decision.id, 'data-component-id': decision.component_id,
   });
   const where = decision.thread_id ? ctx.threadTitle(decision.thread_id) : '';
-  el.append(h('header', { class: 'decision-head' },
-    h('h3', { id: headingId, text: decision.title || 'Question' }),
-    compact || !decision.thread_id ? null : h('button', {
-      type: 'button', class: 'link-button', onclick: () => ctx.openThread(decision.thread_id),
-      'aria-label': `Open the thread ${where}`,
-    }, `in ${where}`)));
-  el.append(h('p', { class: 'question', text: decision.body }));
+  if (compact) {
+    el.append(h('p', { class: 'question', id: headingId },
+      h('span', { class: 'card-title', text: `${decision.title || 'Question'}: ` }), decision.body));
+  } else {
+    el.append(h('header', { class: 'decision-head' },
+      h('h3', { id: headingId, text: decision.title || 'Question' }),
+      decision.thread_id ? h('button', {
+        type: 'button', class: 'link-button thread-link', onclick: () => ctx.openThread(decision.thread_id),
+        'aria-label': `Open the thread ${where}`,
+      }, where) : null));
+    el.append(h('p', { class: 'question', text: decision.body }));
+  }
   const def = ctx.definition(decision.component_id);
   if (def && def.multiple) el.append(multipleForm(decision, def, enabled, ctx));
   else if (decision.options && decision.options.length) el.append(optionButtons(decision, enabled, ctx));
-  if (decision.allow_text) el.append(textForm(decision, enabled, ui, ctx));
+  // the bar stays one line: a written reply belongs in the panel or the Main thread
+  if (decision.allow_text && !compact) el.append(textForm(decision, enabled, ui, ctx));
   if (!compact) {
     el.append(h('p', { class: 'meta', text: `Asked ${formatTime(decision.created_at)}` }));
   }
@@ -114,8 +120,8 @@ export function renderNudge(decisions, ctx) {
   const first = decisions[0];
   const bar = h('section', { class: 'nudge', 'aria-label': 'Main is asking', role: 'region' });
   bar.append(h('p', { class: 'nudge-title' },
-    h('strong', { text: 'Main asks: ' }),
-    decisions.length > 1 ? h('span', { class: 'muted', text: `(${decisions.length} waiting) ` }) : null));
+    h('strong', { text: 'Main asks' }),
+    decisions.length > 1 ? h('span', { text: ` (${decisions.length} waiting)` }) : null));
   bar.append(renderDecision(first, ctx, { compact: true }));
   bar.append(h('div', { class: 'nudge-actions' },
     h('button', { type: 'button', class: 'link-button', onclick: () => ctx.openThread(first.thread_id) },

@@ -5,8 +5,6 @@
 const BACKOFF_MS = [500, 1000, 2000, 3000, 5000];
 const PING_EVERY_MS = 20000;
 const PONG_WITHIN_MS = 10000;
-// presence rows lapse after 90 s on the server unless refreshed
-const FOCUS_REFRESH_MS = 30000;
 
 export class Live {
   /**
@@ -20,7 +18,6 @@ export class Live {
     this.attempt = 0;
     this.retryTimer = null;
     this.pingTimer = null;
-    this.focusTimer = null;
     this.lastFrameAt = 0;
     this.focusThread = null;
     this.stopped = true;
@@ -31,7 +28,6 @@ export class Live {
   start() {
     this.stopped = false;
     this.pingTimer = setInterval(() => this.keepAlive(), PING_EVERY_MS / 2);
-    this.focusTimer = setInterval(() => this.sendFocus(), FOCUS_REFRESH_MS);
     this.connect();
   }
 
@@ -39,7 +35,6 @@ export class Live {
     this.stopped = true;
     clearTimeout(this.retryTimer);
     clearInterval(this.pingTimer);
-    clearInterval(this.focusTimer);
     if (this.ws) {
       const ws = this.ws;
       this.ws = null;
@@ -71,6 +66,7 @@ export class Live {
     ws.onopen = () => {
       this.lastFrameAt = Date.now();
       this.send({ op: 'subscribe', cursor: this.handlers.getCursor(), threads: null });
+      this.sendFocus();
     };
     ws.onmessage = (event) => {
       if (this.ws !== ws) return;
@@ -108,7 +104,6 @@ export class Live {
         this.synced = true;
         this.attempt = 0;
         this.setStatus('online');
-        this.sendFocus();
         break;
       case 'resync':
         this.handlers.setCursor(null);
@@ -146,7 +141,10 @@ export class Live {
     }
   }
 
-  /** The thread on screen (null when none is visible); sent now and after every reconnect. */
+  /**
+   * The thread on screen (null when none is visible); sent now and after every reconnect (the
+   * server keeps it fresh while the connection lives, and drops it when the connection goes).
+   */
   setFocus(threadId) {
     if (threadId === this.focusThread) return;
     this.focusThread = threadId;
@@ -154,7 +152,7 @@ export class Live {
   }
 
   sendFocus() {
-    if (this.synced) this.send({ op: 'focus', thread_id: this.focusThread });
+    this.send({ op: 'focus', thread_id: this.focusThread });
   }
 
   send(frame) {

@@ -231,6 +231,7 @@ export class Session {
     this.renderThreadHead();
     this.renderTimeline();
     this.renderPanel();
+    this.focusPendingDecision();
     this.renderNudgeBar();
     if (this.jumpToEnd || nearEnd) {
       scroller.scrollTop = scroller.scrollHeight;
@@ -545,17 +546,25 @@ export class Session {
   openPanel(componentId) {
     if (!window.matchMedia(WIDE).matches) document.body.classList.add('panel-open');
     this.el.panelToggle.setAttribute('aria-expanded', 'true');
+    // the decision may still be on its way over the WebSocket: focus it when it arrives
+    this.pendingFocus = { componentId, until: Date.now() + 5000 };
     this.render();
-    const target = componentId
-      ? this.el.decisionList.querySelector(`[data-component-id="${CSS.escape(componentId)}"]`)
-      : null;
-    if (target) {
-      target.scrollIntoView({ block: 'nearest' });
-      target.focus({ preventScroll: true });
-    } else {
-      this.el.panelHeading.focus();
-      if (componentId) this.toast('No open decision for this card yet; it appears here when it has one.');
+    if (this.pendingFocus) this.el.panelHeading.focus();
+  }
+
+  focusPendingDecision() {
+    const pending = this.pendingFocus;
+    if (!pending) return;
+    if (Date.now() > pending.until) {
+      this.pendingFocus = null;
+      return;
     }
+    const target = this.el.decisionList.querySelector(
+      `[data-component-id="${CSS.escape(pending.componentId)}"]`);
+    if (!target) return;
+    this.pendingFocus = null;
+    target.scrollIntoView({ block: 'nearest' });
+    target.focus({ preventScroll: true });
   }
 
   togglePanel() {
