@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -45,6 +46,7 @@ def database(settings: Settings, url: str | None) -> Iterator[tuple[str, bool]]:
     from maxclaw.db.embedded import EmbeddedPostgres
 
     embedded = EmbeddedPostgres(settings.data_dir)
+    _unwind_on_sigterm()
     try:
         started = embedded.start()
     except Exception as exc:  # the wheel's own errors are varied; report one line
@@ -54,6 +56,17 @@ def database(settings: Settings, url: str | None) -> Iterator[tuple[str, bool]]:
         yield started, True
     finally:
         embedded.stop()
+
+
+def _unwind_on_sigterm() -> None:
+    """Make SIGTERM (docker stop, systemd, kill) unwind like Ctrl-C, so ``database()`` stops
+    the embedded server. Python's default SIGTERM kills the process outright, and uvicorn
+    re-raises the signal after its graceful shutdown, which used to orphan the postgres."""
+
+    def unwind(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, unwind)
 
 
 def migrate_or_fail(url: str) -> None:

