@@ -30,6 +30,7 @@ from tests.e2e.webui_helpers import (
     WebUser,
     answer_for_max,
     component,
+    hand_back,
     everything_in_dom,
     launch,
     make_user,
@@ -450,3 +451,128 @@ async def test_phone_viewport_and_keyboard(server: ServerProcess, max_user: WebU
     await page.keyboard.press("Control+Enter")
     await expect(component(page, f"{call_id}:q2")).to_have_attribute("data-status", "answered")
     assert tab.errors == []
+
+
+async def test_every_card_state_is_visible_at_a_glance(server: ServerProcess, max_user: WebUser,
+                                                       browser: Browser) -> None:
+    """Open, answered, with Main, answered by Main, revoked, handed back: each card says which,
+    and its controls work exactly where Max may answer on the card."""
+    thread_id = await new_thread(max_user, "Status field rename")
+    cards = [("answered", "Keep the old field for one version?", {}),
+             ("with-main", "Rename the column in the same release?", {}),
+             ("main-answered", "Log a deprecation warning when the old name is read?", {}),
+             ("revoked", "Backfill the new column tonight?", {}),
+             ("handed-back", "Drop the old column from production?", {"stakes": "irreversible"}),
+             ("open", "Mention it in the changelog?", {})]
+    ids: dict[str, str] = {}
+    for status, question, extra in cards:
+        call_id = await post_card(max_user, thread_id, dict(CHOICE, question=question),
+                                  content=None, **extra)
+        ids[status] = f"{call_id}:q1"
+    await post_card(max_user, thread_id, OBJECT, title="Apply the rename",
+                    content="Here is the diff of the rename.")
+    await post_card(max_user, max_user.main_thread_id,
+                    dict(CHOICE, question="Merge the release branch today?"), title="Release",
+                    content=None)
+    user = max_user.user
+    answered = await user.post(f"/v1/components/{ids['answered']}/answer",
+                               json={"selected": ["keep"], "text": None})
+    assert answered.status_code == 200, answered.text
+    for status in ("with-main", "main-answered", "revoked", "handed-back"):
+        moved = await user.post(f"/v1/components/{ids[status]}/to-main")
+        assert moved.status_code == 200, moved.text
+    reason = "Readers that lag one version behind keep working; it costs nothing."
+    for status in ("main-answered", "revoked"):
+        by_main = await answer_for_max(max_user, ids[status], ["keep"], reason)
+        assert by_main.status_code == 200, by_main.text
+    refused = await answer_for_max(max_user, ids["handed-back"], ["drop"], "It looks unused.")
+    assert refused.status_code == 409 and refused.json()["code"] == "irreversible"
+    back = await hand_back(max_user, ids["handed-back"], "This cannot be undone; Max decides.")
+    assert back.status_code == 200, back.text
+    revoked = await user.post(f"/v1/components/{ids['revoked']}/revoke")
+    assert revoked.status_code == 200, revoked.text
+
+    tab = await open_app(browser, server.base_url, max_user.user_token, thread_id,
+                         viewport={"width": 1280, "height": 1400})
+    labels = {"open": "Open", "answered": "Answered", "with-main": "With Main",
+              "main-answered": "Answered by Main", "revoked": "Revoked",
+              "handed-back": "Handed back"}
+    for status, label in labels.items():
+        card = component(tab.page, ids[status])
+        await expect(card).to_have_attribute("data-status", status)
+        await expect(card.locator(".badge")).to_have_text(label)
+        keep = card.get_by_role("button", name=KEEP)
+        if status in ("open", "revoked", "handed-back"):
+            await expect(keep).to_be_enabled()
+        else:
+            await expect(keep).to_be_disabled()
+        let_main = card.get_by_role("button", name=re.compile("^Let Main decide"))
+        await expect(let_main).to_have_count(1 if status == "open" else 0)
+    irreversible = tab.page.locator(f'[data-card="{ids["handed-back"].rsplit(":", 1)[0]}"]')
+    await expect(irreversible.locator(".badge-irreversible")).to_have_text("Irreversible")
+    await expect(component(tab.page, ids["handed-back"]).locator(".status-line")).to_contain_text(
+        "Main handed this back to you")
+    await expect(tab.page.locator(".nudge")).to_contain_text("Merge the release branch today?")
+    await tab.page.locator(".scroller").evaluate("el => { el.scrollTop = 0; }")
+    await screenshot(tab.page, "00-overview")
+    assert tab.errors == []
+
+
+async def test_client_rules_run_in_the_browser(server: ServerProcess, browser: Browser) -> None:
+    """The page's own modules: frames apply by rev (a stale or repeated one is ignored), a
+    fresher answer shows until the tool row catches up, where Main may take a card, and which
+    nudges a snooze hides."""
+    context = await browser.new_context()
+    page = await context.new_page()
+    await page.goto(server.base_url + "/")
+    result = await page.evaluate("""async () => {
+      const { Store } = await import('/assets/store.js');
+      const cards = await import('/assets/cards.js');
+      const nudges = await import('/assets/decisions.js');
+      const store = new Store();
+      const kept = [
+        store.upsert('messages', { id: 1, thread_id: 't', role: 'user', body: 'new', rev: 7 }),
+        store.upsert('messages', { id: 1, thread_id: 't', role: 'user', body: 'old', rev: 5 }),
+        store.upsert('messages', { id: 1, thread_id: 't', role: 'user', body: 'dup', rev: 7 }),
+        store.upsert('nonsense', { id: 1, rev: 1 }),
+      ];
+      const def = { id: 'call_1:q1', kind: 'choice' };
+      const row = (rev, status) => ({ rev, display: { states: { 'call_1:q1': { status } } } });
+      const override = { toolRev: 3, state: { status: 'answered' } };
+      const thread = (kind, category) => ({ kind, category: category || null });
+      const card = (...kinds) => ({ defs: kinds.map((kind) => ({ kind })) });
+      const now = Date.parse('2030-01-01T00:00:00Z');
+      const decisions = [
+        { id: 1, status: 'open', bar: true, bar_snoozed_until: '2030-01-01T01:00:00Z' },
+        { id: 2, status: 'open', bar: true, bar_snoozed_until: '2029-12-31T23:00:00Z' },
+        { id: 3, status: 'open', bar: false, bar_snoozed_until: null },
+        { id: 4, status: 'settled', bar: true, bar_snoozed_until: null },
+      ];
+      return {
+        kept, body: store.messages.get(1).body,
+        fresher: cards.stateOf(def, row(3, 'open'), override).status,
+        caughtUp: cards.stateOf(def, row(4, 'with-main'), override).status,
+        pending: cards.stateOf(def, null, null).status,
+        toolCall: cards.toolCallIdOf('call:with:colons:q1'),
+        mayTake: [
+          cards.mainMayTake(card('choice', 'text'), thread('normal')),
+          cards.mainMayTake(card('choice', 'secret'), thread('normal')),
+          cards.mainMayTake(card('object'), thread('normal')),
+          cards.mainMayTake(card('choice'), thread('main')),
+          cards.mainMayTake(card('choice'), thread('isolated')),
+          cards.mainMayTake(card('choice'), thread('normal', 'ops')),
+          cards.mainMayTake(card('choice'), thread('background')),
+        ],
+        bar: nudges.barDecisions(decisions, now).map((d) => d.id),
+        snoozeEnds: nudges.nextSnoozeEnd(decisions, now) === Date.parse('2030-01-01T01:00:00Z'),
+        secret: cards.answerSummary({ kind: 'secret' }, { selected: [], hidden: true }),
+      };
+    }""")
+    assert result == {
+        "kept": [True, False, False, False], "body": "new",
+        "fresher": "answered", "caughtUp": "with-main", "pending": "pending",
+        "toolCall": "call:with:colons",
+        "mayTake": [True, False, False, False, False, False, True],
+        "bar": [2], "snoozeEnds": True, "secret": "Submitted (not echoed)",
+    }
+    await context.close()

@@ -127,11 +127,12 @@ async def execute(who: WebUser, thread_id: str, call_id: str) -> httpx.Response:
 
 
 async def post_card(who: WebUser, thread_id: str, *questions: dict[str, Any],
-                    title: str = "Rename the status field", **card: Any) -> str:
+                    title: str = "Rename the status field",
+                    content: str | None = "I need a decision before I go on.",
+                    **card: Any) -> str:
     """Ask a card (assistant row, then execute); returns the tool call id."""
     args = {"title": title, "questions": list(questions), **card}
-    call_id = await post_tool_call(who, thread_id, "ask_user_question", args,
-                                   content="I need a decision before I go on.")
+    call_id = await post_tool_call(who, thread_id, "ask_user_question", args, content=content)
     resp = await execute(who, thread_id, call_id)
     assert resp.status_code == 200, resp.text
     assert resp.json()["content"]["posted"] is True, resp.text
@@ -143,6 +144,13 @@ async def answer_for_max(who: WebUser, component_id: str, selected: list[str],
     """Main's runtime answers a with-main card in the Main thread."""
     call_id = await post_tool_call(who, who.main_thread_id, "answer_for_max", {
         "component_id": component_id, "selected": selected, "text": None, "reason": reason})
+    return await execute(who, who.main_thread_id, call_id)
+
+
+async def hand_back(who: WebUser, component_id: str, note: str) -> httpx.Response:
+    """Main's runtime hands a with-main card back to Max."""
+    call_id = await post_tool_call(who, who.main_thread_id, "hand_back",
+                                   {"component_id": component_id, "note": note})
     return await execute(who, who.main_thread_id, call_id)
 
 

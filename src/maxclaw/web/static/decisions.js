@@ -1,6 +1,7 @@
 // The decisions panel (open decisions, answered from here via /settle) and Main's nudge bar
 // (open decisions with bar = true, on every page but the Main thread, with snooze).
 
+import { renderObject } from './cards.js';
 import { formatTime, h } from './dom.js';
 
 export const SNOOZE_MINUTES = 60;
@@ -49,6 +50,12 @@ export function renderDecision(decision, ctx, { compact = false } = {}) {
     el.append(h('p', { class: 'question', text: decision.body }));
   }
   const def = ctx.definition(decision.component_id);
+  if (def && def.kind === 'object' && !compact) {
+    // an object card's actions only make sense next to the object itself
+    el.append(h('details', { class: 'object-preview' },
+      h('summary', { text: def.object && def.object.type === 'diff' ? 'Show the diff' : 'Show the object' }),
+      renderObject(def.object)));
+  }
   if (def && def.multiple) el.append(multipleForm(decision, def, enabled, ctx));
   else if (decision.options && decision.options.length) el.append(optionButtons(decision, enabled, ctx));
   // the bar stays one line: a written reply belongs in the panel or the Main thread

@@ -67,6 +67,7 @@ export class Session {
     this.uiState = new Map();
     this.overrides = new Map();
     this.componentViews = new Map();
+    this.definitions = new Map();
     this.renderQueued = false;
     this.snoozeTimer = null;
     this.offlineTimer = null;
@@ -374,12 +375,20 @@ export class Session {
     };
   }
 
+  /** A card's definition: from a loaded row, else fetched once (the panel spans threads). */
   definitionOf(componentId) {
+    if (!componentId) return null;
+    if (this.definitions.has(componentId)) return this.definitions.get(componentId);
     for (const message of this.store.messages.values()) {
       if (message.role !== 'assistant' || !message.components) continue;
       const found = message.components.find((d) => d.id === componentId);
       if (found) return found;
     }
+    this.definitions.set(componentId, null);
+    this.api.component(componentId).then((component) => {
+      this.definitions.set(componentId, component);
+      this.scheduleRender();
+    }, () => setTimeout(() => this.definitions.delete(componentId), 30000));
     return null;
   }
 
