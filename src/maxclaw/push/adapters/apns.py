@@ -155,6 +155,23 @@ def check_result(result: NotificationResult) -> None:
     raise DeliveryError(message, retryable=retryable)
 
 
+def _redirect(client: APNs, host: str, port: int) -> None:
+    """Make the client's pool connect to ``host:port`` with Apple's name for SNI and checks.
+
+    This replaces aioapns' ``_create_connection`` (a private method, stable from 2.x to 4.0);
+    the integration test against the local fake fails if a release changes it.
+    """
+    pool: Any = client.pool
+
+    async def create_connection(protocol_factory: Any) -> Any:
+        _, protocol = await pool.loop.create_connection(
+            protocol_factory, host=host, port=port, ssl=pool.ssl_context,
+            server_hostname=pool.protocol_class.APNS_SERVER)
+        return protocol
+
+    pool._create_connection = create_connection
+
+
 async def _quiet(request: NotificationRequest, result: NotificationResult) -> None:
     return None  # the dispatcher logs failures itself, with the outbox id
 
@@ -164,13 +181,16 @@ class ApnsAdapter:
 
     def __init__(self, *, key_path: Path | None, key_id: str | None, team_id: str | None,
                  timeout_s: float = 15.0, ssl_context: ssl.SSLContext | None = None,
-                 proxy: tuple[str, int] | None = None) -> None:
+                 connect_to: tuple[str, int] | None = None) -> None:
+        """``connect_to`` opens the TCP connection to another address while TLS still checks
+        Apple's host name and HTTP/2 still says ``host: api…push.apple.com`` (tests point it
+        at a local fake; aioapns' own proxy option fails on Python 3.11, see the docs)."""
         self.key_path = key_path
         self.key_id = key_id
         self.team_id = team_id
         self.timeout_s = timeout_s
         self.ssl_context = ssl_context
-        self.proxy = proxy
+        self.connect_to = connect_to
         self._clients: dict[str, APNs] = {}
 
     def _key(self) -> str:
@@ -186,12 +206,13 @@ class ApnsAdapter:
     def client(self, environment: str, topic: str) -> APNs:
         """One HTTP/2 client per environment (the topic is set per request)."""
         if environment not in self._clients:
-            self._clients[environment] = APNs(
+            client = APNs(
                 key=self._key(), key_id=self.key_id, team_id=self.team_id, topic=topic,
                 use_sandbox=environment == "sandbox", max_connection_attempts=1,
-                ssl_context=self.ssl_context, err_func=_quiet,
-                proxy_host=self.proxy[0] if self.proxy else None,
-                proxy_port=self.proxy[1] if self.proxy else None)
+                ssl_context=self.ssl_context, err_func=_quiet)
+            if self.connect_to is not None:
+                _redirect(client, *self.connect_to)
+            self._clients[environment] = client
         return self._clients[environment]
 
     async def send(self, delivery: Delivery) -> None:
