@@ -1,5 +1,14 @@
-"""Routes for this capability (filled in by its issue)."""
+"""``GET /v1/ws``: the realtime stream for user clients (see ``maxclaw.realtime``)."""
 
-from fastapi import APIRouter
+from __future__ import annotations
+
+from fastapi import APIRouter, WebSocket
+
+from maxclaw.realtime.connection import Connection
 
 router = APIRouter()
+
+
+@router.websocket("/v1/ws")
+async def websocket(ws: WebSocket) -> None:
+    await Connection(ws, ws.app.state.services).run()

@@ -1,0 +1,175 @@
+"""SQL for the change stream: the catch-up read and the ``LISTEN`` connection.
+
+One catch-up read is one ``REPEATABLE READ`` snapshot: first its horizon, essentially
+``pg_snapshot_xmin(pg_current_snapshot())`` (every transaction of this database below it has
+finished, so no row below it can still appear or change without getting a newer xid; see
+``HORIZON``), then one query per table for
+the rows strictly after the reader's position and below the horizon, in ``(xid, rev)`` order.
+The ``*_user_sync`` indexes on ``(user_id, xid, rev)`` serve all three.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from maxclaw.db.urls import plain_url
+from maxclaw.realtime.cursor import Position
+
+TABLES = ("threads", "messages", "decisions")
+CHANNEL = "maxclaw_rev"
+LISTENER_APP_NAME = "maxclaw-listener"
+
+# The horizon is pg_snapshot_xmin(pg_current_snapshot()) sharpened by one fact: xids are
+# cluster-wide, but a transaction connected to another database can never write our tables.
+# So an xid of the snapshot's running list is skipped when pg_stat_activity proves it belongs
+# to a backend of another database (a backend's database never changes; running xids are
+# unique, so matching their low 32 bits is exact). Anything unproven (a backend that just
+# finished, a prepared transaction, a column hidden for lack of pg_read_all_stats) still holds
+# the horizon back, which is the safe side. Without this, one long transaction in any other
+# database of the cluster would stall every client of this one.
+HORIZON = """
+SELECT least(pg_snapshot_xmax(s.snap),
+             (SELECT min(x) FROM pg_snapshot_xip(s.snap) AS x
+               WHERE (x::text::bigint % 4294967296) NOT IN (
+                     SELECT a.backend_xid::text::bigint FROM pg_stat_activity a
+                      WHERE a.backend_xid IS NOT NULL AND a.datid IS NOT NULL
+                        AND a.datid <> (SELECT oid FROM pg_database
+                                         WHERE datname = current_database()))))::text
+  FROM (SELECT pg_current_snapshot() AS snap) s
+"""
+
+# The newest position a cursor we handed out can name: a cursor past it comes from another
+# database (or a restore) and is answered with ``resync``.
+CURSOR_BOUNDS = """
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
+       (SELECT last_value FROM maxclaw_rev_seq) AS last_rev
+"""
+
+# Shared tail of the three reads. $1 users, $2/$3 the position after which to read, $4 the
+# horizon (exclusive), $5 an optional thread filter (NULL: every thread), $6 the page size.
+# ``xid`` is selected as text under another name: ORDER BY must sort the xid8 column itself.
+_AFTER = """
+   AND (t.xid, t.rev) > ($2::text::xid8, $3::bigint)
+   AND t.xid < $4::text::xid8
+"""
+
+READ_THREADS = f"""
+SELECT t.id::text, t.user_id::text, t.kind, t.category, t.title, t.turn_state, t.created_at,
+       t.rev, t.xid::text AS xid_text
+  FROM threads t
+ WHERE t.user_id = ANY($1::uuid[]) {_AFTER}
+   AND ($5::uuid[] IS NULL OR t.id = ANY($5::uuid[]))
+ ORDER BY t.xid, t.rev
+ LIMIT $6
+"""
+
+# A sensitive row's body never leaves the database on this path (the projection would drop it
+# anyway; not reading it means no frame, log or crash dump of this process can hold it).
+READ_MESSAGES = f"""
+SELECT t.id, t.user_id::text, t.thread_id::text, t.role,
+       CASE WHEN t.sensitive THEN NULL ELSE t.body END AS body,
+       t.content, t.tool_calls, t.tool_call_id, t.display, t.source_meta, t.sensitive,
+       t.created_at, t.rev, t.xid::text AS xid_text
+  FROM messages t
+ WHERE t.user_id = ANY($1::uuid[]) {_AFTER}
+   AND ($5::uuid[] IS NULL OR t.thread_id = ANY($5::uuid[]))
+ ORDER BY t.xid, t.rev
+ LIMIT $6
+"""
+
+READ_DECISIONS = f"""
+SELECT t.id, t.user_id::text, t.kind, t.status, t.component_id, t.thread_id::text, t.title,
+       t.body, t.options, t.allow_text, t.sensitive, t.answer_text, t.settled_via, t.bar,
+       t.bar_snoozed_until, t.created_at, t.settled_at, t.rev, t.xid::text AS xid_text
+  FROM decisions t
+ WHERE t.user_id = ANY($1::uuid[]) {_AFTER}
+   AND ($5::uuid[] IS NULL OR t.thread_id = ANY($5::uuid[]))
+ ORDER BY t.xid, t.rev
+ LIMIT $6
+"""
+
+_READS = {"threads": READ_THREADS, "messages": READ_MESSAGES, "decisions": READ_DECISIONS}
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One row's latest committed state, at its position in the stream."""
+
+    table: str
+    position: Position
+    user_id: str
+    thread_id: str | None  # the thread it belongs to (a thread row: itself)
+    row: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What one catch-up read found, and how far it got."""
+
+    changes: list[Change]  # in position order
+    end: Position  # every change in scope at or before ``end`` has been read
+    complete: bool  # False when a page filled up: read again from ``end``
+
+
+def _change(table: str, record: asyncpg.Record) -> Change:
+    row = dict(record)
+    position = Position(int(row.pop("xid_text")), int(row["rev"]))
+    thread_id = row["id"] if table == "threads" else row["thread_id"]
+    return Change(table, position, row["user_id"], thread_id, row)
+
+
+async def read_changes(conn: asyncpg.Connection, users: Sequence[str], after: Position, *,
+                       threads: Sequence[str] | None = None, limit: int = 1000) -> Changes:
+    """The users' changes after ``after`` and below the snapshot's horizon, in order."""
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        horizon = int(await conn.fetchval(HORIZON))
+        per_table = {
+            table: await conn.fetch(sql, list(users), str(after.xid), after.rev, str(horizon),
+                                    None if threads is None else list(threads), limit)
+            for table, sql in _READS.items()
+        }
+    end = Position(horizon, 0)
+    complete = True
+    for rows in per_table.values():
+        if len(rows) >= limit:
+            # a full page: nothing past its last row is known to be read yet, in any table
+            complete = False
+            end = min(end, Position(int(rows[-1]["xid_text"]), int(rows[-1]["rev"])))
+    changes = [_change(table, r) for table, rows in per_table.items() for r in rows]
+    changes = sorted((c for c in changes if c.position <= end), key=lambda c: c.position)
+    return Changes(changes, end, complete)
+
+
+async def cursor_bounds(conn: asyncpg.Connection) -> Position:
+    """The newest position any cursor from this database can name."""
+    row = await conn.fetchrow(CURSOR_BOUNDS)
+    return Position(int(row["xmax"]), int(row["last_rev"]))
+
+
+async def open_listener(url: str, on_hint: Callable[[str], None],
+                        on_lost: Callable[[], None]) -> asyncpg.Connection:
+    """A dedicated connection that LISTENs on the rev channel; ``on_lost`` fires if it dies."""
+    # named, so operators (and the tests that kill it) can find it in pg_stat_activity
+    conn = await asyncpg.connect(plain_url(url),
+                                 server_settings={"application_name": LISTENER_APP_NAME})
+    conn.add_termination_listener(lambda _conn: on_lost())
+
+    def hint(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        on_hint(payload)
+
+    await conn.add_listener(CHANNEL, hint)
+    return conn
+
+
+async def close_listener(conn: asyncpg.Connection) -> None:
+    """Close the LISTEN connection; a connection that is already gone is fine."""
+    if conn.is_closed():
+        return
+    try:
+        await conn.close(timeout=2)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+        conn.terminate()

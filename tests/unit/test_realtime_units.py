@@ -1,0 +1,121 @@
+"""Realtime pieces that need no database: cursors, the send queue, frames, log redaction."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import UTC, datetime
+
+import pytest
+
+from maxclaw.realtime import frames, logfilter
+from maxclaw.realtime.cursor import ORIGIN, CursorError, Position, decode, encode
+from maxclaw.realtime.hub import Subscription
+from maxclaw.realtime.sendqueue import SendQueue
+from maxclaw.realtime.store import Change
+
+
+@pytest.mark.parametrize("position", [ORIGIN, Position(1, 0), Position(734, 40201),
+                                      Position(2**63 - 1, 2**63 - 1)])
+def test_cursor_round_trips(position: Position) -> None:
+    cursor = encode(position)
+    assert decode(cursor) == position
+    assert "=" not in cursor
+    assert "." not in cursor
+
+
+@pytest.mark.parametrize("bad", [
+    "", "x", "not a cursor", "MS4xLjI=",  # padding is not our spelling
+    encode(Position(1, 2))[:-1], encode(Position(1, 2)) + "A",
+    "Mi4xLjI",  # "2.1.2": an unknown version
+    "MS4wMS4y",  # "1.01.2": a leading zero is not canonical
+    "MS4tMS4y",  # "1.-1.2"
+    "MS45OTk5OTk5OTk5OTk5OTk5OTk5OS4x",  # xid beyond 2**63
+    "a" * 65,
+])
+def test_undecodable_cursors_are_refused(bad: str) -> None:
+    with pytest.raises(CursorError):
+        decode(bad)
+
+
+def test_positions_order_like_the_catch_up_query() -> None:
+    assert Position(5, 900) < Position(6, 1) < Position(6, 2)
+    assert max(Position(6, 0), Position(5, 10**9)) == Position(6, 0)
+
+
+async def test_offer_refuses_when_full_but_an_empty_queue_takes_any_frame() -> None:
+    queue = SendQueue(max_chars=10)
+    assert queue.offer("x" * 25)  # larger than the bound, but the queue is empty
+    assert not queue.offer("y")
+    assert await queue.get() == "x" * 25
+    assert queue.offer("abcd")
+    assert queue.offer("efgh")
+    assert not queue.offer("ijk")  # 4 + 4 + 3 > 10
+    assert (len(queue), queue.chars) == (2, 8)
+
+
+async def test_put_waits_for_room_and_keeps_order() -> None:
+    queue = SendQueue(max_chars=4)
+    await queue.put("abcd")
+    waiting = asyncio.create_task(queue.put("efgh"))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    assert len(queue) == 1
+    assert await queue.get() == "abcd"
+    await waiting
+    assert await queue.get() == "efgh"
+
+
+async def test_a_closed_queue_drops_frames_and_releases_waiters() -> None:
+    queue = SendQueue(max_chars=4)
+    await queue.put("abcd")
+    waiting = asyncio.create_task(queue.put("efgh"))
+    await asyncio.sleep(0)
+    queue.close()
+    await asyncio.wait_for(waiting, 1)
+    assert len(queue) == 0
+    assert queue.offer("more")
+    assert len(queue) == 0
+
+
+def _change(table: str, thread_id: str | None, row: dict[str, object]) -> Change:
+    return Change(table, Position(10, int(row["rev"])), "u1", thread_id, row)  # type: ignore[arg-type]
+
+
+def test_record_frame_uses_the_client_projection_and_rfc3339() -> None:
+    at = datetime(2026, 11, 30, 4, 5, 6, 789000, tzinfo=UTC)
+    row = {"id": 7, "user_id": "u1", "thread_id": "t1", "role": "user", "body": "plaintext",
+           "content": None, "tool_calls": None, "tool_call_id": None, "display": None,
+           "source_meta": None, "sensitive": True, "created_at": at, "rev": 42}
+    frame = json.loads(frames.record_frame(_change("messages", "t1", row)))
+    assert frame["type"] == "record.upsert"
+    assert frame["table"] == "messages"
+    assert frame["rev"] == 42
+    assert decode(frame["cursor"]) == Position(10, 42)
+    assert frame["record"]["body"] is None  # a sensitive row never shows its body
+    assert "user_id" not in frame["record"]
+    assert "sensitive" not in frame["record"]
+    assert frame["record"]["created_at"] == "2026-11-30T04:05:06.789000+00:00"
+    assert datetime.fromisoformat(frame["record"]["created_at"]) == at
+
+
+def test_subscription_scope_keeps_threads_their_messages_and_decisions() -> None:
+    sub = Subscription("u1", frozenset({"t1"}), ORIGIN, SendQueue(100), lambda: None)
+    assert sub.wants(_change("threads", "t1", {"rev": 1}))
+    assert sub.wants(_change("messages", "t1", {"rev": 2}))
+    assert sub.wants(_change("decisions", "t1", {"rev": 3}))
+    assert not sub.wants(_change("messages", "t2", {"rev": 4}))
+    assert not sub.wants(_change("decisions", None, {"rev": 5}))
+    everything = Subscription("u1", None, ORIGIN, SendQueue(100), lambda: None)
+    assert everything.wants(_change("decisions", None, {"rev": 5}))
+
+
+def test_tokens_in_query_strings_are_masked_in_logs() -> None:
+    record = logging.LogRecord("uvicorn.error", logging.INFO, __file__, 1,
+                               '%s - "WebSocket %s" [accepted]',
+                               ("127.0.0.1:5", "/v1/ws?token=mc_u_SECRET&x=1"), None)
+    assert logfilter.RedactTokens().filter(record)
+    assert record.getMessage() == '127.0.0.1:5 - "WebSocket /v1/ws?token=***&x=1" [accepted]'
+    assert logfilter.redact("/v1/ws?a=1&token=abc") == "/v1/ws?a=1&token=***"
+    assert logfilter.redact("/v1/ws?mytoken=abc") == "/v1/ws?mytoken=abc"
