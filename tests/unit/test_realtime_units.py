@@ -96,7 +96,7 @@ def test_record_frame_uses_the_client_projection_and_rfc3339() -> None:
     assert frame["record"]["body"] is None  # a sensitive row never shows its body
     assert "user_id" not in frame["record"]
     assert "sensitive" not in frame["record"]
-    assert frame["record"]["created_at"] == "2026-11-30T04:05:06.789000+00:00"
+    assert frame["record"]["created_at"] == "2026-11-30T04:05:06.789000Z"  # as REST spells it
     assert datetime.fromisoformat(frame["record"]["created_at"]) == at
 
 
