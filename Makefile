@@ -1,0 +1,42 @@
+# The README's two commands. Each sets up what it needs on a fresh machine and is quick when
+# everything is already in place:
+#   make run    creates .venv, installs maxclaw, runs `maxclaw serve` (embedded PostgreSQL
+#               unless MAXCLAW_DATABASE_URL is set; extra flags: make run ARGS="--port 9000")
+#   make test   creates .venv, installs maxclaw with its test extras, makes sure Debian's
+#               chromium is there, and runs the whole suite in parallel (pytest-xdist)
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ARGS ?=
+PYTEST_ARGS ?= -n auto
+
+# pip runs again only when pyproject.toml changes (the install is editable: code changes need
+# no reinstall); the stamps live inside .venv, so deleting .venv starts over cleanly
+DEPS_HASH := $(shell sha256sum pyproject.toml | cut -c1-16)
+RUN_STAMP := $(VENV)/.maxclaw-run-$(DEPS_HASH)
+TEST_STAMP := $(VENV)/.maxclaw-test-$(DEPS_HASH)
+
+.PHONY: run test chromium
+
+run: $(RUN_STAMP)
+	$(BIN)/maxclaw serve $(ARGS)
+
+test: $(TEST_STAMP) chromium
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+$(BIN)/python:
+	PYTHON=$(PYTHON) scripts/ensure-venv.sh $(VENV)
+
+$(RUN_STAMP): | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+# the test install is a superset of the run install
+$(TEST_STAMP): | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@ $(RUN_STAMP)
+
+chromium:
+	@scripts/ensure-chromium.sh
