@@ -265,3 +265,26 @@ async def test_sweep_uses_the_partial_index(harness: Harness) -> None:
         plan = "\n".join(r[0] for r in await conn.fetch(
             "EXPLAIN " + CLAIM_DUE, harness.services.clock.now(), 500))
     assert "message_components_due" in plan
+
+
+async def test_answer_for_max_needs_the_card_with_main(harness: Harness) -> None:
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    _, content = await post_card(a.agent, tid, CHOICE)
+    cid = content["components"][0]["id"]
+    resp = await main_tool(a, "answer_for_max", {"component_id": cid, "selected": ["keep"],
+                                                 "reason": "r"})
+    assert resp.status_code == 409 and resp.json()["code"] == "conflict"
+    assert (await component(a, cid))["status"] == "open"
+    assert [m for m in await thread_messages(a, tid) if m["role"] == "user"] == []
+
+
+async def test_handed_back_and_revoked_cards_answer_normally_from_every_surface(
+        harness: Harness) -> None:
+    a = await harness.actor("max")
+    _, cid = await card_with_main(a, CHOICE)
+    assert (await main_tool(a, "hand_back", {"component_id": cid})).status_code == 200
+    decision_id = (await component(a, cid))["decision_id"]
+    resp = await a.user.post(f"/v1/decisions/{decision_id}/settle", json={"selected": ["drop"]})
+    assert resp.status_code == 200 and resp.json()["settled_via"] == "decision"
+    assert (await component(a, cid))["status"] == "answered"
