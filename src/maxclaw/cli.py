@@ -232,6 +232,19 @@ def token_create(
         typer.echo(json.dumps({"token": token}) if as_json else token)
 
 
+@app.command("push-worker")
+def push_worker(database_url: DatabaseUrl = None) -> None:
+    """Run the push dispatcher alone (no API) until Ctrl-C or SIGTERM."""
+    from maxclaw.logs import configure_logging
+    from maxclaw.push.worker import run_worker
+
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_json)
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(url)
+        run_async(url, run_worker)
+
+
 def main() -> None:
     try:
         app()

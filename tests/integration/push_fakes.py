@@ -65,16 +65,16 @@ class Endpoint:
         return Counter(h.headers.get("Idempotency-Key", "") for h in self.hits
                        if 200 <= h.status < 300)
 
-    async def wait_delivered(self, keys: int, timeout: float = 60.0) -> None:
+    async def wait_delivered(self, keys: int, timeout_s: float = 60.0) -> None:
         """Until ``keys`` distinct idempotency keys were answered 2xx."""
         async with self._changed:
             await asyncio.wait_for(
-                self._changed.wait_for(lambda: len(self.delivered()) >= keys), timeout)
+                self._changed.wait_for(lambda: len(self.delivered()) >= keys), timeout_s)
 
-    async def wait_hits(self, count: int, timeout: float = 60.0) -> None:
+    async def wait_hits(self, count: int, timeout_s: float = 60.0) -> None:
         async with self._changed:
             await asyncio.wait_for(self._changed.wait_for(lambda: len(self.hits) >= count),
-                                   timeout)
+                                   timeout_s)
 
 
 class ManualClock:
@@ -166,7 +166,7 @@ class ApnsFake:
 
     async def __aenter__(self) -> ApnsFake:
         self.server_tls.sni_callback = (
-            lambda _sock, name, _ctx: self.server_names.append(name))  # type: ignore[misc]
+            lambda _sock, name, _ctx: self.server_names.append(name))
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0,
                                                   ssl=self.server_tls)
         self.port = self._server.sockets[0].getsockname()[1]
@@ -176,10 +176,10 @@ class ApnsFake:
         self._server.close()
         await self._server.wait_closed()
 
-    async def wait_requests(self, count: int, timeout: float = 30.0) -> None:
+    async def wait_requests(self, count: int, timeout_s: float = 30.0) -> None:
         async with self._changed:
             await asyncio.wait_for(self._changed.wait_for(lambda: len(self.requests) >= count),
-                                   timeout)
+                                   timeout_s)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from h2.config import H2Configuration
@@ -194,7 +194,8 @@ class ApnsFake:
             while data := await reader.read(65535):
                 for event in conn.receive_data(data):
                     if isinstance(event, RequestReceived):
-                        streams[event.stream_id] = ApnsRequestSeen(dict(event.headers), b"")
+                        streams[event.stream_id] = ApnsRequestSeen(
+                            {str(k): str(v) for k, v in event.headers or []}, b"")
                     elif isinstance(event, DataReceived):
                         streams[event.stream_id].body += event.data
                         conn.acknowledge_received_data(event.flow_controlled_length,

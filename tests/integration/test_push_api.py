@@ -30,7 +30,8 @@ async def max_(harness: Harness) -> AsyncIterator[Actor]:
 def assert_error(resp: Any, status: int, code: str) -> dict[str, Any]:
     assert resp.status_code == status, resp.text
     body: dict[str, Any] = resp.json()
-    assert body["code"] == code and body["message"]
+    assert body["code"] == code
+    assert body["message"]
     return body
 
 
@@ -46,7 +47,8 @@ async def rows(h: Harness, sql: str, *args: Any) -> list[dict[str, Any]]:
 async def test_register_refresh_list_and_delete_devices(harness: Harness, max_: Actor) -> None:
     hook = await register(max_, platform="webhook", url="https://93.184.216.34/hook",
                           secret=HOOK_SECRET)
-    assert hook.status_code == 201 and hook.json() == {"id": hook.json()["id"],
+    assert hook.status_code == 201
+    assert hook.json() == {"id": hook.json()["id"],
                                                        "platform": "webhook"}
     web = await register(max_, platform="webpush", endpoint="https://93.184.216.34/push/1",
                          keys={"p256dh": P256DH, "auth": AUTH})
@@ -56,7 +58,8 @@ async def test_register_refresh_list_and_delete_devices(harness: Harness, max_: 
     assert [r.status_code for r in (web, apns, log_device)] == [201, 201, 201]
     again = await register(max_, platform="webhook", url="https://93.184.216.34/hook",
                            secret=HOOK_SECRET + "-rotated")
-    assert again.status_code == 201 and again.json()["id"] == hook.json()["id"]
+    assert again.status_code == 201
+    assert again.json()["id"] == hook.json()["id"]
     [stored] = await rows(harness, "SELECT secret FROM push_devices WHERE id = $1",
                           hook.json()["id"])
     assert stored["secret"] == HOOK_SECRET + "-rotated"
@@ -64,7 +67,9 @@ async def test_register_refresh_list_and_delete_devices(harness: Harness, max_: 
     assert listed.status_code == 200
     assert [d["platform"] for d in listed.json()["devices"]] == [
         "webhook", "webpush", "apns", "log"]
-    assert HOOK_SECRET not in listed.text and AUTH not in listed.text and TOKEN not in listed.text
+    assert HOOK_SECRET not in listed.text
+    assert AUTH not in listed.text
+    assert TOKEN not in listed.text
 
     eve = await harness.actor("eve")
     path = f"/v1/push/devices/{hook.json()['id']}"
@@ -88,7 +93,7 @@ async def test_webhook_on_a_private_or_bad_address_is_invalid(max_: Actor, url: 
 
 async def test_device_validation(max_: Actor) -> None:
     keys = {"p256dh": P256DH, "auth": AUTH}
-    cases = [
+    cases: list[dict[str, Any]] = [
         {"platform": "webpush", "endpoint": "http://93.184.216.34/push", "keys": keys},
         {"platform": "webpush", "endpoint": "https://127.0.0.1/push", "keys": keys},
         {"platform": "webpush", "endpoint": "https://93.184.216.34/p",
@@ -130,9 +135,11 @@ async def test_a_push_button_answers_the_card_once(harness: Harness, max_: Actor
     resp = await max_.user.post("/v1/push/actions", json={
         "decision_id": decision["id"], "action": "opt:keep", "text": None})
     assert resp.status_code == 200, resp.text
-    assert resp.json()["status"] == "settled" and resp.json()["settled_via"] == "push"
+    assert resp.json()["status"] == "settled"
+    assert resp.json()["settled_via"] == "push"
     component = (await max_.user.get(f"/v1/components/{cid}")).json()
-    assert component["status"] == "answered" and component["answered_via"] == "push"
+    assert component["status"] == "answered"
+    assert component["answered_via"] == "push"
     assert component["answer"]["selected"] == ["keep"]
     withdraws = await rows(harness, "SELECT * FROM push_outbox WHERE kind = 'withdraw'")
     assert len(withdraws) == 2
@@ -208,14 +215,17 @@ async def test_a_secret_from_the_push_reply_box_reaches_only_its_message(
     assert logged[0].payload["reply"] == {"placeholder": "Input (not echoed)…"}  # type: ignore[attr-defined]
     formatter = JsonFormatter()
     output = "\n".join(formatter.format(r) for r in caplog.records)
-    assert '"payload"' in output and planted not in output
+    assert '"payload"' in output
+    assert planted not in output
 
     outbox = await rows(harness, "SELECT payload::text AS p, last_error FROM push_outbox")
-    assert outbox and all(planted not in r["p"] for r in outbox)
+    assert outbox
+    assert all(planted not in r["p"] for r in outbox)
     decisions = await rows(harness, "SELECT to_jsonb(d)::text AS t FROM decisions d")
     assert all(planted not in d["t"] for d in decisions)
     holders = await rows(harness, "SELECT id, role, sensitive FROM messages WHERE "
                                   "to_jsonb(messages)::text LIKE '%' || $1 || '%'", planted)
     assert [(h["role"], h["sensitive"]) for h in holders] == [("user", True)]
     timeline = await max_.user.get(f"/v1/threads/{tid}/messages")
-    assert timeline.status_code == 200 and planted not in timeline.text
+    assert timeline.status_code == 200
+    assert planted not in timeline.text

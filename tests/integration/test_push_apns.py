@@ -82,11 +82,13 @@ async def test_aioapns_sends_apples_format_over_http2(
     alert, activity = fake.requests
 
     headers = alert.headers
-    assert headers[":method"] == "POST" and headers[":scheme"] == "https"
+    assert headers[":method"] == "POST"
+    assert headers[":scheme"] == "https"
     assert headers[":path"] == f"/3/device/{TOKEN}"
     assert headers["host"] == "api.development.push.apple.com"
     assert headers["apns-topic"] == TOPIC
-    assert headers["apns-push-type"] == "alert" and headers["apns-priority"] == "10"
+    assert headers["apns-push-type"] == "alert"
+    assert headers["apns-priority"] == "10"
     assert headers["apns-collapse-id"] == f"ask:{cid}"
     assert headers["apns-id"] == apns_id(row["id"], "alert")
     assert str(uuid.UUID(headers["apns-id"])) == headers["apns-id"]
@@ -95,7 +97,8 @@ async def test_aioapns_sends_apples_format_over_http2(
     assert scheme == "bearer"
     assert jwt.get_unverified_header(token) == {"alg": "ES256", "kid": KEY_ID, "typ": "JWT"}
     claims = jwt.decode(token, signing_key[1], algorithms=["ES256"])
-    assert claims["iss"] == TEAM_ID and abs(claims["iat"] - before) < 60
+    assert claims["iss"] == TEAM_ID
+    assert abs(claims["iat"] - before) < 60
 
     body = json.loads(alert.body)
     assert body["aps"]["alert"] == {"title": "Refactor",
@@ -112,7 +115,8 @@ async def test_aioapns_sends_apples_format_over_http2(
     assert activity.headers["apns-topic"] == f"{TOPIC}.push-type.liveactivity"
     assert activity.headers["apns-push-type"] == "liveactivity"
     update = json.loads(activity.body)["aps"]
-    assert update["event"] == "update" and update["content-state"]["status"] == "open"
+    assert update["event"] == "update"
+    assert update["content-state"]["status"] == "open"
     assert update["content-state"]["component_id"] == cid
     assert update["timestamp"] >= before
 
@@ -127,7 +131,8 @@ async def test_aioapns_sends_apples_format_over_http2(
     assert json.loads(withdraw.body)["aps"] == {"content-available": 1}
     assert json.loads(withdraw.body)["maxclaw"]["kind"] == "withdraw"
     ended = json.loads(end.body)["aps"]
-    assert ended["event"] == "end" and ended["content-state"]["status"] == "settled"
+    assert ended["event"] == "end"
+    assert ended["content-state"]["status"] == "settled"
     assert {r["status"] for r in await outbox(harness)} == {"sent"}
 
 

@@ -20,8 +20,8 @@ from py_vapid import Vapid
 
 from maxclaw.app import create_app
 from maxclaw.push.adapters.webpush import vapid_public_key
-from tests.cards import CHOICE, SECRET, TEXT, new_thread, post_card
 from maxclaw.settings import Settings
+from tests.cards import CHOICE, SECRET, TEXT, new_thread, post_card
 from tests.conftest import Harness
 from tests.integration.push_fakes import Endpoint
 
@@ -108,8 +108,10 @@ async def test_web_push_decrypts_to_the_spec_payload(push: Harness) -> None:
                     {"id": "other", "title": "Other…", "input": True}],
         "reply": {"placeholder": "Reply…"}, "collapse_id": f"ask:{call_id}:q1"}
     [row] = await outbox(push)
-    assert hit.headers["Idempotency-Key"] == str(row["id"]) and row["status"] == "sent"
-    assert int(hit.headers["TTL"]) > 0 and hit.headers["Urgency"] == "high"
+    assert hit.headers["Idempotency-Key"] == str(row["id"])
+    assert row["status"] == "sent"
+    assert int(hit.headers["TTL"]) > 0
+    assert hit.headers["Urgency"] == "high"
     assert len(hit.headers["Topic"]) == 32
     # VAPID (RFC 8292): "vapid t=<JWT>, k=<public key>", signed by our key, for this origin
     scheme, _, params = hit.headers["Authorization"].partition(" ")
@@ -145,7 +147,8 @@ async def test_webhook_deliveries_carry_a_valid_signature(push: Harness) -> None
         assert hit.headers["Content-Type"] == "application/json"
     text_payload = next(json.loads(h.body) for h in endpoint.hits
                         if json.loads(h.body)["component_id"] == f"{call_id}:q2")
-    assert text_payload["actions"] == [] and text_payload["reply"] == {"placeholder": "Reply…"}
+    assert text_payload["actions"] == []
+    assert text_payload["reply"] == {"placeholder": "Reply…"}
 
 
 async def test_an_endpoint_failing_for_a_while_gets_each_row_once(push: Harness) -> None:
@@ -163,7 +166,8 @@ async def test_an_endpoint_failing_for_a_while_gets_each_row_once(push: Harness)
         finally:
             await dispatcher.stop()
     delivered = endpoint.delivered()
-    assert len(delivered) == 6 and set(delivered.values()) == {1}
+    assert len(delivered) == 6
+    assert set(delivered.values()) == {1}
     assert len(endpoint.hits) == 6 + 5
     rows = await outbox(push)
     assert {r["status"] for r in rows} == {"sent"}
@@ -185,7 +189,8 @@ async def test_an_endpoint_that_never_recovers_ends_dead_with_its_error(push: Ha
         finally:
             await dispatcher.stop()  # finishes the pass in flight, so its outcome is recorded
     rows = await outbox(push)
-    assert len(rows) == 2 and len(endpoint.hits) == 6
+    assert len(rows) == 2
+    assert len(endpoint.hits) == 6
     for row in rows:
         assert (row["status"], row["attempts"]) == ("dead", 3)
         assert row["last_error"] == "webhook answered HTTP 503: try later"
@@ -204,8 +209,9 @@ async def test_the_listen_hint_wakes_an_idle_dispatcher(push: Harness) -> None:
             await dispatcher.run_once()  # LISTEN is up once the loop made its first pass
             tid = await new_thread(a.user)
             await post_card(a.agent, tid, SECRET)
-            await endpoint.wait_delivered(1, timeout=30)
+            await endpoint.wait_delivered(1, timeout_s=30)
         finally:
             await dispatcher.stop()
     body = json.loads(endpoint.hits[0].body)
-    assert body["actions"] == [] and body["reply"] == {"placeholder": "Input (not echoed)…"}
+    assert body["actions"] == []
+    assert body["reply"] == {"placeholder": "Input (not echoed)…"}

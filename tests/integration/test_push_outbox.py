@@ -88,7 +88,8 @@ async def test_one_row_per_device_and_none_without_devices(harness: Harness) -> 
     for r in queued:
         assert r["payload"] == build_payload(decision, "Main")
         assert (r["kind"], r["status"], r["attempts"]) == ("notify", "pending", 0)
-        assert r["collapse_id"] == "ask:call_1:q1" and r["decision_id"] == decision["id"]
+        assert r["collapse_id"] == "ask:call_1:q1"
+        assert r["decision_id"] == decision["id"]
         assert str(r["user_id"]) == user_id
 
 
@@ -118,7 +119,8 @@ async def test_withdraw_supersedes_pending_and_waits_for_in_flight(harness: Harn
         by_id = {r["id"]: r for r in await rows(harness)}
         notify_rows = [r for r in by_id.values() if r["kind"] == "notify"]
         pending = next(r for r in notify_rows if r["id"] != in_flight["id"])
-        assert pending["status"] == "dead" and "superseded" in pending["last_error"]
+        assert pending["status"] == "dead"
+        assert "superseded" in pending["last_error"]
         assert by_id[in_flight["id"]]["status"] == "sending"
         # the withdraw for the device whose notification is in flight waits for it
         now = datetime.now(UTC) + timedelta(seconds=1)  # the withdraws were queued after `now`
@@ -127,7 +129,8 @@ async def test_withdraw_supersedes_pending_and_waits_for_in_flight(harness: Harn
         assert claimable[0]["payload"] == withdraw_payload(decision)
         assert await store.mark_sent(conn, outbox_id=in_flight["id"], attempt=1, now=now)
         [after] = await store.claim_due(conn, now=now, limit=10, lease_s=60)
-        assert after["device_id"] == in_flight["device_id"] and after["kind"] == "withdraw"
+        assert after["device_id"] == in_flight["device_id"]
+        assert after["kind"] == "withdraw"
 
 
 async def test_skip_locked_claims_are_disjoint(harness: Harness) -> None:
@@ -141,7 +144,8 @@ async def test_skip_locked_claims_are_disjoint(harness: Harness) -> None:
         async with first.transaction():  # holds its row locks until the block ends
             a = await store.claim_due(first, now=now, limit=4, lease_s=60)
             b = await asyncio.wait_for(store.claim_due(second, now=now, limit=4, lease_s=60), 10)
-        assert len(a) == 4 and len(b) == 2
+        assert len(a) == 4
+        assert len(b) == 2
         assert not {r["id"] for r in a} & {r["id"] for r in b}
     finally:
         await first.close()
@@ -156,7 +160,8 @@ async def test_a_lapsed_lease_is_claimed_again_and_fences_the_old_holder(
     clock = ManualClock(datetime.now(UTC))
     async with harness.services.db.connection() as conn:
         held = await store.claim_due(conn, now=clock.now(), limit=10, lease_s=30)
-        assert len(held) == 2 and all(r["attempts"] == 1 for r in held)
+        assert len(held) == 2
+        assert all(r["attempts"] == 1 for r in held)
         assert await store.claim_due(conn, now=clock.now(), limit=10, lease_s=30) == []
         clock.advance(29)
         assert await store.claim_due(conn, now=clock.now(), limit=10, lease_s=30) == []
@@ -183,7 +188,8 @@ async def test_failures_back_off_then_end_dead_with_the_error(harness: Harness) 
                    push_backoff_max_s=15.0)
     assert await d.run_once() == 1
     [row] = await rows(harness)
-    assert row["status"] == "pending" and row["attempts"] == 1
+    assert row["status"] == "pending"
+    assert row["attempts"] == 1
     assert row["last_error"] == "HTTP 503 on call 1"
     wait = (row["next_attempt_at"] - clock.now()).total_seconds()
     assert 5.0 <= wait <= 10.0  # base 10 s, jittered into [5, 10]
@@ -199,7 +205,8 @@ async def test_failures_back_off_then_end_dead_with_the_error(harness: Harness) 
     assert (row["status"], row["attempts"]) == ("dead", 3)
     assert row["last_error"] == "HTTP 503 on call 3"
     clock.advance(1000)
-    assert await d.run_once() == 0 and len(adapter.calls) == 3
+    assert await d.run_once() == 0
+    assert len(adapter.calls) == 3
     pushes = harness.services.metrics.pushes
     assert pushes.labels("webhook", "retry")._value.get() == 2
     assert pushes.labels("webhook", "dead")._value.get() == 1
@@ -229,7 +236,8 @@ async def test_a_row_whose_last_lease_lapsed_is_given_up(harness: Harness) -> No
     d = dispatcher(harness, adapter, clock, push_max_attempts=2)
     assert await d.run_once() == 1
     [row] = await rows(harness)
-    assert row["status"] == "dead" and "lease lapsed" in row["last_error"]
+    assert row["status"] == "dead"
+    assert "lease lapsed" in row["last_error"]
     assert adapter.calls == []
 
 
@@ -259,8 +267,10 @@ async def test_two_dispatchers_send_each_row_exactly_once(harness: Harness) -> N
                 await w.close()
                 await pool.close()
     delivered = endpoint.delivered()
-    assert len(delivered) == 200 and set(delivered.values()) == {1}
+    assert len(delivered) == 200
+    assert set(delivered.values()) == {1}
     assert len(endpoint.hits) == 200
-    assert sum(claimed) == 200 and all(c > 0 for c in claimed)  # both took part
+    assert sum(claimed) == 200
+    assert all(c > 0 for c in claimed)
     statuses = {r["status"] for r in await rows(harness)}
     assert statuses == {"sent"}

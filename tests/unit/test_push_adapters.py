@@ -64,11 +64,14 @@ def test_apns_alert_request_headers_and_body() -> None:
     assert headers["apns-topic"] == "com.example.maxclaw"
     assert headers["apns-collapse-id"] == "ask:call_1:q1"
     assert UUID_RE.match(headers["apns-id"])
-    assert req.token == TOKEN and req.ttl_s and req.ttl_s > 0
+    assert req.token == TOKEN
+    assert req.ttl_s
+    assert req.ttl_s > 0
     aps = req.message["aps"]
     assert aps["alert"] == {"title": "Refactor", "body": "Keep the old field?"}
     assert aps["category"] == CATEGORY_CHOICE
-    assert aps["mutable-content"] == 1 and aps["thread-id"] == "t-1"
+    assert aps["mutable-content"] == 1
+    assert aps["thread-id"] == "t-1"
     # the app builds its buttons from the payload it is handed whole
     assert req.message["maxclaw"]["actions"] == payload["actions"]
     assert req.message["maxclaw"]["apns_collapse_id"] == "ask:call_1:q1"
@@ -95,7 +98,8 @@ def test_apns_withdraw_is_a_silent_background_push() -> None:
     headers = req.headers()
     # Apple: background pushes must use apns-push-type background and priority 5, and an aps
     # with only content-available (no alert, sound or badge)
-    assert headers["apns-push-type"] == "background" and headers["apns-priority"] == "5"
+    assert headers["apns-push-type"] == "background"
+    assert headers["apns-priority"] == "5"
     assert req.message["aps"] == {"content-available": 1}
     assert req.message["maxclaw"]["kind"] == "withdraw"
     assert headers["apns-collapse-id"] == "ask:call_1:q1"
@@ -111,7 +115,8 @@ def test_apns_live_activity_update_and_end() -> None:
     assert update.headers()["apns-push-type"] == "liveactivity"
     assert "apns-collapse-id" not in update.headers()
     aps = update.message["aps"]
-    assert aps["event"] == "update" and aps["timestamp"] == 1234
+    assert aps["event"] == "update"
+    assert aps["timestamp"] == 1234
     assert aps["content-state"]["status"] == "open"
     assert aps["content-state"]["component_id"] == "call_1:q1"
     _, end = render(delivery(withdraw_payload(a_decision()), kind="withdraw", outbox_id=42,
@@ -134,7 +139,8 @@ def test_apns_message_fits_4096_bytes() -> None:
 def test_apns_collapse_id_is_at_most_64_bytes() -> None:
     long = "ask:" + "call_" + "x" * 80 + ":q1"
     short = apns_collapse_id(long)
-    assert short is not None and len(short.encode()) <= 64
+    assert short is not None
+    assert len(short.encode()) <= 64
     assert apns_collapse_id(long) == short  # deterministic: a withdraw finds it
     assert apns_collapse_id("ask:c:q1") == "ask:c:q1"
 
@@ -150,7 +156,8 @@ def test_apns_error_classification(status: str, reason: str, retryable: bool) ->
     with pytest.raises(DeliveryError) as err:
         check_result(NotificationResult("id", status, description=reason))
     assert err.value.retryable is retryable
-    assert reason in err.value.message and status in err.value.message
+    assert reason in err.value.message
+    assert status in err.value.message
 
 
 # -- webhook, Web Push, HTTP -------------------------------------------------------------
@@ -166,7 +173,8 @@ def test_webhook_signature_is_hmac_sha256_of_the_raw_body() -> None:
 
 def test_webpush_topic_is_32_base64url_chars() -> None:
     topic = topic_of("ask:call_7:q1")
-    assert topic is not None and len(topic) == 32
+    assert topic is not None
+    assert len(topic) == 32
     assert re.fullmatch(r"[A-Za-z0-9_-]{32}", topic)
     base64.urlsafe_b64decode(topic + "=" * (-len(topic) % 4))
     assert topic_of("ask:call_7:q1") == topic != topic_of("ask:call_7:q2")
@@ -178,7 +186,8 @@ def test_webpush_topic_is_32_base64url_chars() -> None:
 def test_http_status_classification(status: int, retryable: bool) -> None:
     with pytest.raises(DeliveryError) as err:
         check_http_status(status, "nope", "7", "webhook")
-    assert err.value.retryable is retryable and err.value.retry_after_s == 7.0
+    assert err.value.retryable is retryable
+    assert err.value.retry_after_s == 7.0
     assert f"HTTP {status}" in err.value.message
 
 
@@ -208,4 +217,5 @@ def test_public_addresses_pass_the_literal_check(host: str) -> None:
 
 
 def test_is_private_ip() -> None:
-    assert is_private_ip("224.0.0.1") and not is_private_ip("8.8.8.8")
+    assert is_private_ip("224.0.0.1")
+    assert not is_private_ip("8.8.8.8")

@@ -90,7 +90,8 @@ def test_payload_never_carries_the_answer_text() -> None:
     settled = decision(sensitive=True, allow_text=True, answer_text="(hidden)",
                        status="settled")
     text = json.dumps([build_payload(settled, "t"), withdraw_payload(settled)])
-    assert "(hidden)" not in text and "answer" not in text
+    assert "(hidden)" not in text
+    assert "answer" not in text
 
 
 def test_withdraw_is_kind_and_collapse_id_only() -> None:
@@ -104,7 +105,8 @@ def test_fit_payload_shrinks_body_then_titles_and_keeps_ids() -> None:
     fitted = fit_payload(big, 3000)
     assert encoded_size(fitted) <= 3000
     assert [a["id"] for a in fitted["actions"]] == [a["id"] for a in big["actions"]]
-    assert fitted["body"].endswith("…") and fitted["body"].startswith("QQQ")
+    assert fitted["body"].endswith("…")
+    assert fitted["body"].startswith("QQQ")
     small = build_payload(decision(), "t")
     assert fit_payload(small, 3000) is small
 

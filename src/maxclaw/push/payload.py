@@ -97,7 +97,7 @@ def fit_payload(payload: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     """
     if encoded_size(payload) <= max_bytes:
         return payload
-    out = json.loads(json.dumps(payload))
+    out: dict[str, Any] = json.loads(json.dumps(payload))
     for body_limit in (1000, 500, 200, 80):
         out["body"] = _shorten(str(payload.get("body") or ""), body_limit)
         if encoded_size(out) <= max_bytes:

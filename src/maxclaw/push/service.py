@@ -49,7 +49,8 @@ def _b64url(value: str, loc: list[str | int], size: int | None = None) -> bytes:
     try:
         raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
     except (binascii.Error, ValueError):
-        raise Invalid.at(loc, "must be base64url (as PushSubscription.toJSON() gives it)")
+        raise Invalid.at(loc, "must be base64url (as PushSubscription.toJSON() gives it)") \
+            from None
     if size is not None and len(raw) != size:
         raise Invalid.at(loc, f"must decode to {size} bytes, not {len(raw)}")
     return raw

@@ -8,7 +8,8 @@ One outbox row becomes one or two APNs requests:
 - ``withdraw``: a ``background`` push (``content-available``, priority 5, same collapse id)
   telling the app to remove the delivered notification.
 - When the device registered a Live Activity push token: a ``liveactivity`` push with event
-  ``update`` (question open) or ``end`` (question settled), topic ``<bundle>.push-type.liveactivity``.
+  ``update`` (question open) or ``end`` (question settled), on topic
+  ``<bundle>.push-type.liveactivity``.
 
 ``apns-id`` is a UUID derived from the outbox id (stable across retries of one row).
 """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from maxclaw.push.addresses import host_of, resolved_private_reason
 from maxclaw.push.adapters.base import DeliveryError
+from maxclaw.push.addresses import host_of, resolved_private_reason
 
 USER_AGENT = "MaxClaw-Push/0.1"
 
