@@ -168,7 +168,8 @@ class TurnService:
         return {"messages": messages}
 
     async def finish(self, who: Principal, turn_id: int) -> dict[str, Any]:
-        """End the turn; input that arrived after the last delivery queues the next one now."""
+        """End the turn; input that arrived after the last delivery (or a forged notice the
+        model has not been told about) queues the next turn at once."""
         now = self.clock.now()
         async with self.db.transaction() as conn:
             turn = await self._running(conn, who, turn_id)
@@ -177,7 +178,11 @@ class TurnService:
             # done and then finds the thread idle and wakes it itself. Either way it is seen.
             await store.lock_thread(conn, who.user_id, turn["thread_id"])
             await store.finish_turn(conn, who.user_id, turn_id, now)
-            requeued = await store.has_undelivered(conn, who.user_id, turn["thread_id"])
+            # a forged notice since the last delivery also gets a turn: the model concluded
+            # something on it and must be told (the claim's history carries the notice)
+            requeued = (await store.has_undelivered(conn, who.user_id, turn["thread_id"])
+                        or bool(await store.forged_since(conn, who.user_id, turn["thread_id"],
+                                                         turn["delivered_through"])))
             if requeued:
                 await timeline_store.wake_thread(conn, who.user_id, turn["thread_id"])
             open_ids = await store.open_components(conn, who.user_id, turn["thread_id"])
