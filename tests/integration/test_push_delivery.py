@@ -215,3 +215,19 @@ async def test_the_listen_hint_wakes_an_idle_dispatcher(push: Harness) -> None:
     body = json.loads(endpoint.hits[0].body)
     assert body["actions"] == []
     assert body["reply"] == {"placeholder": "Input (not echoed)…"}
+
+
+async def test_a_private_address_is_refused_at_send_time_too(push: Harness) -> None:
+    a = await push.actor("max")
+    async with Endpoint() as endpoint:
+        resp = await a.user.post("/v1/push/devices", json={
+            "platform": "webhook", "url": f"{endpoint.url}/h", "secret": SECRET_KEY})
+        assert resp.status_code == 201  # allowed when it was registered
+        push.services.push.adapters["webhook"].http.allow_private = False  # then disallowed
+        tid = await new_thread(a.user)
+        await post_card(a.agent, tid, CHOICE)
+        assert await push.services.push.dispatcher.run_until_idle() == 1
+    assert endpoint.hits == []
+    [row] = await outbox(push)
+    assert row["status"] == "dead"
+    assert row["last_error"].startswith("refused: 127.0.0.1 is a loopback or private address")
