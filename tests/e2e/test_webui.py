@@ -6,6 +6,7 @@ follows over the WebSocket. Screenshots of the main states land in ``test-artifa
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -30,8 +31,8 @@ from tests.e2e.webui_helpers import (
     WebUser,
     answer_for_max,
     component,
-    hand_back,
     everything_in_dom,
+    hand_back,
     launch,
     make_user,
     new_thread,
@@ -112,6 +113,17 @@ async def test_sign_in_threads_and_live_messages(server: ServerProcess, max_user
         assert url.startswith(server.base_url) or url.startswith("data:"), url
     assert other.errors == []
 
+    # a cursor the server cannot use (resync): the page refetches and carries on live
+    await page.evaluate("""() => { for (const k of Object.keys(sessionStorage))
+        if (k.startsWith('maxclaw.cursor.')) sessionStorage.setItem(k, 'not-a-cursor'); }""")
+    await page.reload()
+    await expect(page.locator(".conn")).to_have_attribute("data-state", "online")
+    await expect(page.locator("#timeline")).to_contain_text("And keep the old name for a week.")
+    resp = await max_user.user.post(f"/v1/threads/{thread_id}/messages",
+                                    json={"body": "Posted after the resync."})
+    assert resp.status_code == 201
+    await expect(page.locator("#timeline")).to_contain_text("Posted after the resync.")
+
 
 async def test_a_card_answered_on_one_device_shows_answered_on_the_other(
         server: ServerProcess, max_user: WebUser, browser: Browser) -> None:
@@ -151,7 +163,8 @@ async def test_a_card_answered_on_one_device_shows_answered_on_the_other(
     await expect(second.page.locator("#timeline .msg.user").last).to_contain_text(
         "Chose: Keep one version")
     await screenshot(second.page, "04-card-answered-on-the-other-device")
-    assert first.errors == [] and second.errors == []
+    assert first.errors == []
+    assert second.errors == []
 
 
 async def test_a_locked_card_refuses_its_buttons_and_is_answered_from_the_panel(
@@ -177,7 +190,8 @@ async def test_a_locked_card_refuses_its_buttons_and_is_answered_from_the_panel(
     # and the server refuses the card surface too
     refused = await max_user.user.post(f"/v1/components/{cid}/answer",
                                        json={"selected": ["keep"], "text": None})
-    assert refused.status_code == 409 and refused.json()["code"] == "locked"
+    assert refused.status_code == 409
+    assert refused.json()["code"] == "locked"
 
     await card.get_by_role("button", name=re.compile("^Answer from the decisions panel")).click()
     decision = panel_decision(tab.page, cid)
@@ -320,7 +334,8 @@ async def test_the_page_reconnects_after_a_restart_and_shows_what_it_missed(
             "Answered by you, in the decisions panel.")
         assert await tab.page.evaluate("window.__noReload") is True
         # it resumed from its cursor instead of starting over
-        assert subscribes and all(s["cursor"] for s in subscribes), subscribes
+        assert subscribes
+        assert all(s["cursor"] for s in subscribes), subscribes
         await screenshot(tab.page, "10-reconnected")
     finally:
         server.stop()
@@ -353,7 +368,8 @@ async def test_mains_nudge_bar_answers_and_snoozes(server: ServerProcess, max_us
     await bar.get_by_role("button", name=re.compile("^Snooze")).click()
     await expect(bar).to_be_hidden()
     snoozed = [d for d in await open_decisions(max_user) if d["component_id"] == f"{older}:q1"]
-    assert snoozed and snoozed[0]["bar_snoozed_until"] is not None
+    assert snoozed
+    assert snoozed[0]["bar_snoozed_until"] is not None
     await tab.page.reload()
     await expect(tab.page.locator(".conn")).to_have_attribute("data-state", "online")
     await expect(tab.page.locator("#decisions")).to_contain_text("Merge the release branch today?")
@@ -486,7 +502,8 @@ async def test_every_card_state_is_visible_at_a_glance(server: ServerProcess, ma
         by_main = await answer_for_max(max_user, ids[status], ["keep"], reason)
         assert by_main.status_code == 200, by_main.text
     refused = await answer_for_max(max_user, ids["handed-back"], ["drop"], "It looks unused.")
-    assert refused.status_code == 409 and refused.json()["code"] == "irreversible"
+    assert refused.status_code == 409
+    assert refused.json()["code"] == "irreversible"
     back = await hand_back(max_user, ids["handed-back"], "This cannot be undone; Max decides.")
     assert back.status_code == 200, back.text
     revoked = await user.post(f"/v1/components/{ids['revoked']}/revoke")
@@ -575,4 +592,51 @@ async def test_client_rules_run_in_the_browser(server: ServerProcess, browser: B
         "mayTake": [True, False, False, False, False, False, True],
         "bar": [2], "snoozeEnds": True, "secret": "Submitted (not echoed)",
     }
+    await context.close()
+
+
+async def test_focus_follows_the_thread_on_screen(server: ServerProcess, max_user: WebUser,
+                                                  browser: Browser) -> None:
+    """A visible thread is in focus (a card posted there is due in an hour and needs no carrier);
+    a hidden page focuses nothing (the next card gets a carrier for the panel and push)."""
+    thread_id = await new_thread(max_user, "Status field rename")
+    context = await browser.new_context(viewport=DESKTOP)
+    page = await context.new_page()
+    acknowledged: list[object] = []
+    changed = asyncio.Event()
+
+    def watch(ws: object) -> None:
+        def received(payload: str | bytes) -> None:
+            frame = json.loads(payload)
+            if frame.get("type") == "focus.ok":
+                acknowledged.append(frame["thread_id"])
+                changed.set()
+        ws.on("framereceived", received)  # type: ignore[attr-defined]
+
+    async def focus_becomes(thread: str | None) -> None:
+        while not acknowledged or acknowledged[-1] != thread:
+            changed.clear()
+            await asyncio.wait_for(changed.wait(), 10)
+
+    page.on("websocket", watch)
+    await page.goto(f"{server.base_url}/#token={max_user.user_token}")
+    await focus_becomes(max_user.main_thread_id)  # no route: the Main thread is shown
+    await page.goto(f"{server.base_url}/#/t/{thread_id}")
+    await focus_becomes(thread_id)
+    watched = await post_card(max_user, thread_id, CHOICE)
+    card = (await max_user.user.get(f"/v1/components/{watched}:q1")).json()
+    assert card["decision_id"] is None
+
+    await page.evaluate("""() => {
+        Object.defineProperty(document, 'visibilityState', {value: 'hidden', configurable: true});
+        document.dispatchEvent(new Event('visibilitychange')); }""")
+    await focus_becomes(None)
+    unwatched = await post_card(max_user, thread_id, CHOICE)
+    card = (await max_user.user.get(f"/v1/components/{unwatched}:q1")).json()
+    assert card["decision_id"] is not None
+
+    await page.evaluate("""() => {
+        Object.defineProperty(document, 'visibilityState', {value: 'visible', configurable: true});
+        document.dispatchEvent(new Event('visibilitychange')); }""")
+    await focus_becomes(thread_id)
     await context.close()

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.async_api import Browser, BrowserContext, Page, Playwright, expect
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    ViewportSize,
+    expect,
+)
 
 from maxclaw.auth.service import AuthService, Principal
 from maxclaw.container import Services, build_services
@@ -26,8 +33,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "webui"
-DESKTOP = {"width": 1280, "height": 860}
-PHONE = {"width": 390, "height": 844}
+DESKTOP: ViewportSize = {"width": 1280, "height": 860}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 
 CHOICE = {"id": "q1", "kind": "choice", "question": "Keep the old field for one version?",
           "options": [{"id": "keep", "label": "Keep one version", "recommended": True},
@@ -174,7 +181,7 @@ class Tab:
 
 
 async def open_app(browser: Browser, base_url: str, token: str, thread_id: str | None = None,
-                   viewport: dict[str, int] | None = None) -> Tab:
+                   viewport: ViewportSize | None = None) -> Tab:
     """Sign in through a ``#token=`` link, open the thread, wait until the page is live."""
     context = await browser.new_context(viewport=viewport or DESKTOP)
     page = await context.new_page()
