@@ -29,7 +29,8 @@ class OpenAISettings(BaseSettings):
     """Where the model lives: ``MAXCLAW_OPENAI_BASE_URL``, ``MAXCLAW_OPENAI_API_KEY`` (or
     ``OPENAI_API_KEY``), ``MAXCLAW_OPENAI_MODEL``, ``MAXCLAW_OPENAI_STREAM``."""
 
-    model_config = SettingsConfigDict(env_prefix="MAXCLAW_OPENAI_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="MAXCLAW_OPENAI_", extra="ignore",
+                                      populate_by_name=True)
 
     base_url: str = Field(default="https://api.openai.com/v1",
                           validation_alias=AliasChoices("MAXCLAW_OPENAI_BASE_URL",
