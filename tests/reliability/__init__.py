@@ -1,0 +1,1 @@
+"""Reliability and security: crashes, database faults, fuzzing, authorisation, secrets, abuse."""
