@@ -245,6 +245,50 @@ def push_worker(database_url: DatabaseUrl = None) -> None:
         run_async(url, run_worker)
 
 
+@app.command()
+def agent(
+    base_url: Annotated[str, typer.Option("--base-url", help="The MaxClaw server.")],
+    token: Annotated[str, typer.Option("--token", envvar="MAXCLAW_AGENT_TOKEN",
+                                       help="An agent token (maxclaw token create --role agent).")],
+    model: Annotated[str, typer.Option(
+        "--model", help="openai (MAXCLAW_OPENAI_BASE_URL/_API_KEY/_MODEL) or scripted:FILE.")]
+        = "openai",
+    workspace: Annotated[str, typer.Option(help="Directory the local tools are confined to.")]
+        = ".",
+    runtime_id: Annotated[str | None, typer.Option("--runtime-id")] = None,
+    once: Annotated[bool, typer.Option("--once", help="Run at most one turn, then exit.")]
+        = False,
+    wait_s: Annotated[float, typer.Option("--wait-s", help="Long-poll wait per claim.")] = 25.0,
+) -> None:
+    """Run the reference agent runtime: claim turns and run them (seed 004's loop)."""
+    from pathlib import Path
+
+    from maxclaw.agent.client import ApiError
+    from maxclaw.agent.commands import UsageError, run_agent
+    from maxclaw.logs import configure_logging
+
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_json)
+    try:
+        run_agent(base_url, token, model, Path(workspace), runtime_id, once, wait_s)
+    except (UsageError, ApiError) as exc:
+        fail(str(exc))
+
+
+@app.command()
+def demo(
+    step_delay_s: Annotated[float, typer.Option(help="Time each scripted model request takes.")]
+        = 0.5,
+    answer_after_s: Annotated[float, typer.Option(help="Max's delay before answering.")] = 1.0,
+) -> None:
+    """Seed 004's level 4 end to end (embedded database, server, scripted agents, Max)."""
+    from maxclaw.agent.demo import run_demo
+    from maxclaw.logs import configure_logging
+
+    configure_logging("WARNING", False)
+    run_demo(step_delay_s, answer_after_s, typer.echo)
+
+
 def main() -> None:
     try:
         app()

@@ -101,7 +101,7 @@ class AgentRuntime:
         failures = 0
         while not stop.is_set():
             try:
-                await self.run_once(wait_s)
+                await self._claim_and_run_unless_stopped(stop, wait_s)
                 failures = 0
             except ApiError as exc:
                 if exc.status in (401, 403):
@@ -115,6 +115,26 @@ class AgentRuntime:
             if failures:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), min(30.0, 0.5 * 2**failures))
+
+    async def _claim_and_run_unless_stopped(self, stop: asyncio.Event, wait_s: float) -> None:
+        """A stop interrupts a waiting claim at once; a turn that started runs to its end."""
+        claiming = asyncio.create_task(self.client.claim(wait_s=wait_s,
+                                                         runtime_id=self.runtime_id))
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({claiming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if not claiming.done():
+            # Stopped while waiting. A claim the server may be committing right now would be
+            # lost to us; its lease lapses and the work is queued again.
+            claiming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await claiming
+            return
+        claim = claiming.result()
+        if claim is not None:
+            await self.run_turn(claim)
 
     async def run_once(self, wait_s: float = 0) -> TurnReport | None:
         """Claim one turn (waiting up to ``wait_s``) and run it; None if none was queued."""
