@@ -414,7 +414,8 @@ async def test_refusals_are_shown_in_words(server: ServerProcess, max_user: WebU
     card = component(first.page, cid)
     await card.get_by_label(re.compile("^Your answer to")).fill("   ")
     await card.get_by_role("button", name=re.compile("^Send")).click()
-    await expect(card.locator(".error")).to_contain_text("That answer was not accepted.")
+    await expect(card.locator(".error")).to_have_text(
+        "That was not accepted. Write an answer in text.")
     await expect(card).to_have_attribute("data-status", "open")
     # a message with no text is refused with the server's sentence, and the draft stays
     composer = first.page.get_by_label("Message", exact=True)

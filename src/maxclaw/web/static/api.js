@@ -17,7 +17,7 @@ const TITLES = {
   not_transferable: 'Main may not take this question.',
   irreversible: 'Main may not answer this one.',
   conflict: 'This changed in the meantime.',
-  invalid: 'That answer was not accepted.',
+  invalid: 'That was not accepted.',
   unauthorized: 'Your token was refused.',
   forbidden: 'Not allowed with this token.',
   not_found: 'Not found.',
@@ -32,11 +32,17 @@ const TITLES = {
 export function describeError(err) {
   if (!(err instanceof ApiError)) return `Unexpected error: ${err && err.message ? err.message : err}`;
   const title = TITLES[err.code] || `The server answered ${err.status}.`;
+  // a 422 names each problem; its message repeats the first one behind a field path
   const details = (err.data && Array.isArray(err.data.errors) ? err.data.errors : [])
-    .map((e) => e && e.msg).filter(Boolean);
-  const message = err.message && !details.includes(err.message) ? err.message : '';
-  return [title, message, ...details.filter((d) => !message.includes(d))]
-    .filter(Boolean).join(' ');
+    .map((e) => e && e.msg).filter(Boolean).map(sentence);
+  if (details.length) return [title, ...details].join(' ');
+  return err.message ? `${title} ${err.message}` : title;
+}
+
+function sentence(text) {
+  const trimmed = String(text).trim();
+  const capital = trimmed.charAt(0).toUpperCase() + trimmed.slice(1);
+  return /[.!?]$/.test(capital) ? capital : `${capital}.`;
 }
 
 export function createApi(getToken, onUnauthorized) {
