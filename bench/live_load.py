@@ -1,0 +1,199 @@
+"""The load process for items 2 and 3 (``python -m bench.live_load``, a JSON job on stdin).
+
+``frames``: connect N WebSocket clients (each subscribes from the beginning and waits for
+``synced``), read the server's RSS, then answer cards over HTTP at a steady rate; for each
+answer, the time from its HTTP response to the ``record.upsert`` that shows the card answered
+(the tool row's ``display.states``) at the owner's socket. One process, one clock.
+
+``claim``: an agent runtime long-polls ``POST /v1/agent/turns/claim``; cards on idle threads are
+answered one at a time; for each, the time from the answer's HTTP response (and from its
+request) to the claim's return with that thread's turn, which the runtime then finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from typing import Any
+
+import psutil
+from websockets.asyncio.client import ClientConnection, connect
+
+from bench.http_load import HttpConnection
+
+CONNECT_AT_ONCE = 50
+FRAME_GRACE_S = 5.0
+
+
+def _rss_mb(pid: int) -> float:
+    proc = psutil.Process(pid)
+    return round(float(proc.memory_info().rss) / 1e6, 1)
+
+
+async def _client(uri: str, token: str, on_frame: Any, ready: asyncio.Event,
+                  stop: asyncio.Event, errors: list[str]) -> None:
+    try:
+        async with connect(uri, additional_headers={"Authorization": f"Bearer {token}"},
+                           max_size=2**24, ping_interval=None) as ws:
+            await ws.send(json.dumps({"op": "subscribe", "cursor": None, "threads": None}))
+            reader = asyncio.create_task(_read(ws, on_frame, ready))
+            await stop.wait()
+            reader.cancel()
+    except Exception as exc:  # noted, and the run reports it
+        errors.append(f"{type(exc).__name__}: {exc}")
+        ready.set()
+
+
+async def _read(ws: ClientConnection, on_frame: Any, ready: asyncio.Event) -> None:
+    async for text in ws:
+        now = time.perf_counter()
+        frame = json.loads(text)
+        if frame.get("type") == "synced":
+            ready.set()
+        elif frame.get("type") == "record.upsert":
+            on_frame(frame, now)
+
+
+async def frames(job: dict[str, Any]) -> dict[str, Any]:
+    uri = f"ws://{job['host']}:{job['port']}/v1/ws"
+    pid = job["server_pid"]
+    rss_before = _rss_mb(pid)
+    answered_at: dict[str, float] = {}  # component id → the answer's HTTP response
+    framed_at: dict[str, float] = {}  # component id → the frame showing it answered
+    stop = asyncio.Event()
+    all_framed = asyncio.Event()
+    errors: list[str] = []
+
+    def on_frame(frame: dict[str, Any], now: float) -> None:
+        if frame.get("table") != "messages":
+            return
+        states = ((frame.get("record") or {}).get("display") or {}).get("states") or {}
+        for cid, state in states.items():
+            if state.get("status") == "answered" and cid not in framed_at:
+                framed_at[cid] = now
+                if len(framed_at) >= len(job["answers"]):
+                    all_framed.set()
+
+    readies, tasks = [], []
+    t0 = time.perf_counter()
+    for i in range(0, len(job["tokens"]), CONNECT_AT_ONCE):
+        batch = []
+        for token in job["tokens"][i:i + CONNECT_AT_ONCE]:
+            ready = asyncio.Event()
+            readies.append(ready)
+            batch.append(ready)
+            tasks.append(asyncio.create_task(_client(uri, token, on_frame, ready, stop, errors)))
+        await asyncio.gather(*(r.wait() for r in batch))
+    connect_s = time.perf_counter() - t0
+    rss_connected = _rss_mb(pid)
+
+    http = [HttpConnection(job["host"], job["port"], "") for _ in range(8)]
+    interval = 1.0 / job["rate"]
+    statuses: list[int] = []
+
+    async def answer(i: int, item: dict[str, Any]) -> None:
+        conn = http[i % len(http)]
+        async with locks[i % len(http)]:
+            status, _ = await conn.post(f"/v1/components/{item['component_id']}/answer",
+                                        {"selected": ["keep"], "text": None},
+                                        token=item["token"])
+        answered_at[item["component_id"]] = time.perf_counter()
+        statuses.append(status)
+
+    locks = [asyncio.Lock() for _ in http]
+    start = time.perf_counter()
+    answers = []
+    for i, item in enumerate(job["answers"]):
+        delay = start + i * interval - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        answers.append(asyncio.create_task(answer(i, item)))
+    await asyncio.gather(*answers)
+    with contextlib.suppress(TimeoutError):  # a missing frame is counted, not waited for
+        await asyncio.wait_for(all_framed.wait(), FRAME_GRACE_S)
+    rss_after = _rss_mb(pid)
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for conn in http:
+        conn.close()
+    latencies = [framed_at[c] - t for c, t in answered_at.items() if c in framed_at]
+    return {"clients": len(job["tokens"]), "connect_s": round(connect_s, 2),
+            "answers": len(answered_at), "non_200": sum(1 for s in statuses if s != 200),
+            "missing_frames": len(answered_at) - len(latencies), "latencies_s": latencies,
+            "rate_per_s": job["rate"], "server_rss_mb_before": rss_before,
+            "server_rss_mb": rss_connected, "server_rss_mb_after": rss_after,
+            "client_errors": errors[:5], "client_error_count": len(errors)}
+
+
+async def claim(job: dict[str, Any]) -> dict[str, Any]:
+    host, port = job["host"], job["port"]
+    runtime = HttpConnection(host, port, job["agent_token"])
+    user = HttpConnection(host, port, job["user_token"])
+    returned: dict[str, float] = {}
+    arrived: dict[str, asyncio.Event] = {}
+    stop = asyncio.Event()
+    errors: list[str] = []
+
+    async def run_runtime() -> None:
+        while not stop.is_set():
+            status, body = await runtime.post("/v1/agent/turns/claim",
+                                              {"wait_s": 5, "runtime_id": "bench"})
+            now = time.perf_counter()
+            if status == 204:
+                continue
+            if status != 200:
+                errors.append(f"claim: {status} {body}")
+                return
+            thread = body["turn"]["thread_id"]
+            returned.setdefault(thread, now)
+            arrived.setdefault(thread, asyncio.Event()).set()
+            status, body = await runtime.post(f"/v1/agent/turns/{body['turn']['id']}/finish")
+            if status != 200:
+                errors.append(f"finish: {status} {body}")
+
+    task = asyncio.create_task(run_runtime())
+    await asyncio.sleep(0.5)  # the first claim is parked before the first answer
+    sent_at: dict[str, float] = {}
+    answered_at: dict[str, float] = {}
+    for item in job["answers"]:
+        thread = item["thread_id"]
+        arrived.setdefault(thread, asyncio.Event())
+        await asyncio.sleep(job["gap_s"])  # let the runtime park its next claim
+        sent_at[thread] = time.perf_counter()
+        status, body = await user.post(f"/v1/components/{item['component_id']}/answer",
+                                        {"selected": ["keep"], "text": None})
+        answered_at[thread] = time.perf_counter()
+        if status != 200:
+            errors.append(f"answer: {status} {body}")
+            continue
+        try:
+            await asyncio.wait_for(arrived[thread].wait(), 10)
+        except TimeoutError:
+            errors.append(f"no claim returned thread {thread} within 10 s")
+    stop.set()
+    task.cancel()
+    runtime.close()
+    user.close()
+    return {"answers": len(answered_at), "errors": errors[:5], "error_count": len(errors),
+            "from_response_s": [returned[t] - answered_at[t] for t in answered_at
+                                if t in returned],
+            "from_request_s": [returned[t] - sent_at[t] for t in sent_at if t in returned]}
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.read())
+    work = frames(job) if job["kind"] == "frames" else claim(job)
+    try:
+        import uvloop
+
+        result = uvloop.run(work)
+    except ImportError:
+        result = asyncio.run(work)
+    json.dump(result, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

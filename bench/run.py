@@ -1,0 +1,221 @@
+"""``python -m bench [--quick]``: the whole suite, one command.
+
+It picks a PostgreSQL (``--database-url``; else the anchors' server at 127.0.0.1:5432 if it
+answers; else an embedded one), creates a fresh database, runs every item at each data level,
+prints the tables and the targets' verdicts, writes ``bench/results/latest.json`` and the charts
+(``docs/img/bench-*.png``), and drops the database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import counting, dataset, floor, live, roundtrip, server, sweep, variants
+from bench.pg import BenchDatabase, choose_server, machine, postgres_settings
+from bench.plan import FULL, QUICK, Plan
+from bench.report import point_line, print_report, say
+from bench.targets import ANCHORS, verdicts
+from maxclaw.db.database import connect
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+
+
+async def count_statements(url: str) -> dict[str, Any]:
+    """Statements one round trip sends, by step: through the service, and in the floor."""
+    out: dict[str, Any] = {}
+    with counting.installed() as log:
+        async with roundtrip.in_process(url, pool_max=2) as services:
+            ident = (await roundtrip.make_identities(services, "count", 1))[0]
+            stock = (await roundtrip.make_stocks(url, [ident], 2))[0]
+            for attempt in range(2):  # the first warms prepared statements and type codecs
+                thread, call_id = stock.take(), f"count{attempt}"
+                agent, user = ident.principal("agent"), ident.principal("user")
+                steps: dict[str, list[str]] = {}
+                with log.record() as q:
+                    await services.agent_messages.post(agent, thread, {
+                        "role": "assistant", "content": None, "tool_calls": [{
+                            "id": call_id, "name": "ask_user_question",
+                            "arguments": dataset.CARD_ARGS}]})
+                    await counting.drain()
+                steps["post"] = q
+                with log.record() as q:
+                    await services.tools.execute(agent, thread, call_id)
+                    await counting.drain()
+                steps["execute"] = q
+                with log.record() as q:
+                    await services.components.answer(user, f"{call_id}:q1", ["keep"], None,
+                                                      "card")
+                    await counting.drain()
+                steps["answer"] = q
+    every = [s for step in steps.values() for s in step]
+    out["service"] = {**{k: len(v) for k, v in steps.items()}, "round_trip": len(every),
+                      "kinds": counting.StatementLog.kinds(every),
+                      "answer_statements": steps["answer"]}
+    conn = await connect(url)
+    try:
+        fstock = (await roundtrip.make_stocks(url, [ident], 2))[0]
+        fl = counting.StatementLog()
+        conn.add_query_logger(fl)
+        await floor.round_trip(conn, ident.user_id, fstock.take(), "countf0")
+        await counting.drain()
+        with fl.record() as q:
+            await floor.round_trip(conn, ident.user_id, fstock.take(), "countf1")
+            await counting.drain()
+        out["floor"] = {"round_trip": len(q), "kinds": counting.StatementLog.kinds(q)}
+    finally:
+        await conn.close()
+    out["http_extra"] = ("each of the 3 requests also authenticates its token: +1 SQL statement "
+                         "and +1 pool reset per request")
+    return out
+
+
+def _result(samples: Any, mode: str, clients: int, reused: int) -> dict[str, Any]:
+    return {"mode": mode, **samples.result(clients), "reused_threads": reused}
+
+
+async def round_trips(url: str, plan: Plan, level: int, clients_list: list[int],
+                      log_dir: Path) -> list[dict[str, Any]]:
+    """Modes a, b, c side by side at each concurrency (interleaved, so drift hits all three)."""
+    points: list[dict[str, Any]] = []
+    seconds = plan.warmup_s + plan.duration_s
+    async with roundtrip.in_process(url) as services:
+        identities = await roundtrip.make_identities(services, f"L{level}",
+                                                     max(clients_list))
+        for n in clients_list:
+            ids = identities[:n]
+            say(f"level {level}: {n} client(s): (a) floor …")
+            stocks = await roundtrip.make_stocks(url, ids, roundtrip.stock_size(n, seconds))
+            a = await roundtrip.floor_point(url, ids, stocks, f"L{level}a{n}", plan.warmup_s,
+                                            plan.duration_s)
+            points.append(_result(a, "a", n, sum(s.reused for s in stocks)))
+            rate_a = points[-1]["rate_per_s"]
+            say("  " + point_line(points[-1], rate_a))
+            stocks = await roundtrip.make_stocks(url, ids,
+                                                 roundtrip.stock_size(n, seconds, rate_a))
+            b = await roundtrip.service_point(url, services, ids, stocks, f"L{level}b{n}",
+                                              plan.warmup_s, plan.duration_s)
+            points.append(_result(b, "b", n, sum(s.reused for s in stocks)))
+            say("  " + point_line(points[-1], rate_a))
+            stocks = await roundtrip.make_stocks(url, ids,
+                                                 roundtrip.stock_size(n, seconds, rate_a))
+            # the server runs only for its own points, so its background work (listener,
+            # dispatcher, sweeper) never competes with (a) and (b)
+            srv = await asyncio.to_thread(server.start, url, log_dir / f"serve-L{level}.log")
+            try:
+                c, reused = await roundtrip.http_point(url, srv, ids, stocks, f"L{level}c{n}",
+                                                       plan.warmup_s, plan.duration_s)
+                rss = srv.rss_mb()
+            finally:
+                srv.stop()
+            points.append({**_result(c, "c", n, reused), "server_rss_mb": rss})
+            say("  " + point_line(points[-1], rate_a))
+    return points
+
+
+async def run_level(url: str, plan: Plan, level: int, loaded: int,
+                    log_dir: Path) -> dict[str, Any]:
+    cards = plan.levels[level]
+    say(f"level {level}: loading {cards - loaded:,} cards (to {cards:,}) …")
+    load_s = await dataset.load(url, f"L{level}b", cards - loaded, due=False,
+                                progress=lambda n: say(f"  {loaded + n:,} cards"))
+    out: dict[str, Any] = {"cards": cards, "load_s": round(load_s, 1)}
+    clients = plan.concurrency if level == 0 else plan.growth_concurrency
+    out["round_trip"] = await round_trips(url, plan, level, clients, log_dir)
+    if plan.variants and level == 0:
+        out["variants"] = await variants.run(url, plan, level, [1, 16])
+    say(f"level {level}: sweep with nothing due …")
+    conn = await connect(url)
+    try:
+        async with roundtrip.in_process(url) as services:
+            none = await sweep.none_due(services, conn, plan.sweep_repeats)
+            say(f"  sweep_due() p50 {none['sweep_due_call']['p50_ms']} ms among "
+                f"{none['cards']:,} cards")
+            say(f"level {level}: {plan.due:,} cards due, sweeping …")
+            due = await sweep.with_due(services, url, conn, f"L{level}d", plan.due)
+            say(f"  handed over in {due['seconds']} s")
+    finally:
+        await conn.close()
+    out["sweep"] = {"none_due": none, "due": due}
+    return out
+
+
+async def run(plan: Plan, url: str, source: str, log_dir: Path) -> dict[str, Any]:
+    started = datetime.now(UTC)
+    report: dict[str, Any] = {
+        "suite": "maxclaw-bench", "format": 1, "plan": plan.to_json(),
+        "command": "python -m bench" + (" --quick" if plan.name == "quick" else ""),
+        "started_at": started.isoformat(timespec="seconds"), "server_source": source,
+        "machine": machine(await postgres_settings(url), url), "anchors": ANCHORS}
+    say("counting statements per round trip …")
+    report["statements"] = await count_statements(url)
+    report["levels"] = []
+    loaded = 0
+    for level in range(len(plan.levels)):
+        report["levels"].append(await run_level(url, plan, level, loaded, log_dir))
+        loaded = plan.levels[level] + plan.due * (level + 1)
+    say(f"answer → frame: {plan.ws_clients:,} WebSocket clients, {plan.frame_answers} answers …")
+    report["frames"] = await live.answer_to_frame(url, log_dir, plan.ws_clients,
+                                                  plan.frame_answers)
+    say(f"  p50 {report['frames']['latency'].get('p50_ms')} ms, "
+        f"p99 {report['frames']['latency'].get('p99_ms')} ms, "
+        f"server RSS {report['frames']['server_rss_mb']} MB")
+    if plan.variants:
+        say("answer → frame without NOTIFY (the hub polls every 50 ms) …")
+        report["frames_poll_only"] = await live.answer_to_frame(
+            url, log_dir, plan.ws_clients, plan.frame_answers, tag="wsp", poll_only_s=0.05)
+        say(f"  p50 {report['frames_poll_only']['latency'].get('p50_ms')} ms, "
+            f"p99 {report['frames_poll_only']['latency'].get('p99_ms')} ms")
+    say(f"answer → claim: {plan.claim_answers} answers …")
+    report["claim"] = await live.answer_to_claim(url, log_dir, plan.claim_answers)
+    say(f"  p50 {report['claim']['latency'].get('p50_ms')} ms, "
+        f"p99 {report['claim']['latency'].get('p99_ms')} ms")
+    finished = datetime.now(UTC)
+    report["finished_at"] = finished.isoformat(timespec="seconds")
+    report["duration_s"] = round((finished - started).total_seconds(), 1)
+    report["verdicts"] = verdicts(report)
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, about a minute")
+    parser.add_argument("--database-url", help="a PostgreSQL server to use (a fresh database "
+                        "is created on it and dropped); default: 127.0.0.1:5432, else embedded")
+    parser.add_argument("--out", type=Path, help="the JSON report (default: "
+                        "bench/results/latest.json for a full run, quick.json for --quick)")
+    parser.add_argument("--no-charts", action="store_true", help="do not redraw docs/img/")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    out = args.out or RESULTS / ("latest.json" if plan.name == "full" else "quick.json")
+    pg = choose_server(args.database_url)
+    db = BenchDatabase(pg)
+    say(f"PostgreSQL: {pg.source}; creating database {db.name} …")
+    url = db.create()
+    log_dir = Path(tempfile.mkdtemp(prefix="maxclaw-bench-logs-"))
+    try:
+        report = roundtrip.run_async(run(plan, url, pg.source, log_dir))
+    finally:
+        db.drop()
+        pg.stop()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print_report(report)
+    print(f"\nreport: {out}  (server logs: {log_dir})")
+    if not args.no_charts:
+        from bench import chart
+
+        # a full run draws the committed charts; a quick one draws next to its report
+        where = ROOT / "docs" / "img" if plan.name == "full" else RESULTS
+        for path in chart.draw(report, where, prefix="bench-" if plan.name == "full"
+                               else "quick-"):
+            print(f"chart: {path}")
+    if any(p.get("errors") for level in report["levels"] for p in level["round_trip"]):
+        sys.exit(1)

@@ -1,0 +1,72 @@
+"""The real ``maxclaw serve`` as a subprocess on a free port, as users run it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def rss_mb(self) -> float:
+        """Resident memory of the server process (and any children), in MB."""
+        proc = psutil.Process(self.proc.pid)
+        total = proc.memory_info().rss
+        for child in proc.children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                total += child.memory_info().rss
+        return round(float(total) / 1e6, 1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start(database_url: str, log_path: Path, env: dict[str, str] | None = None) -> Server:
+    """Start ``python -m maxclaw.cli serve`` and wait until ``/readyz`` answers 200."""
+    port = free_port()
+    full_env = {**os.environ, "MAXCLAW_DATABASE_URL": database_url, "MAXCLAW_LOG_JSON": "true",
+                **(env or {})}
+    log = log_path.open("ab")
+    proc = subprocess.Popen([sys.executable, "-m", "maxclaw.cli", "serve", "--port", str(port)],
+                            env=full_env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"maxclaw serve exited early:\n{log_path.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return Server(proc, port, log_path)
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"maxclaw serve did not become ready:\n{log_path.read_text()[-3000:]}")

@@ -1,0 +1,77 @@
+"""Variants that locate the costs (full run, first level), each next to its baseline:
+
+- ``a_no_notify``: the floor with no ``pg_notify`` at all (the rev trigger skipped by
+  ``maxclaw.notify = off``; the turns trigger, which notifies unconditionally, is swapped for
+  a copy that honours the same setting, in this throwaway database only, then restored);
+- ``a_merged``: the floor with its statements merged (``bench.merged``): 5 round trips, not 25;
+- ``b_no_pool_reset``: the service with the pool's reset query skipped on release.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import merged, roundtrip
+from bench.plan import Plan
+from bench.report import point_line, say
+from maxclaw.db.database import connect
+
+TURN_FUNCTION = "maxclaw_turn_changed()"
+
+
+async def _silence_turn_notify(url: str) -> str:
+    """Make the turns trigger honour ``maxclaw.notify``; returns the original definition."""
+    conn = await connect(url)
+    try:
+        original = str(await conn.fetchval(
+            "SELECT pg_get_functiondef($1::regprocedure)", TURN_FUNCTION))
+        quiet = original.replace(
+            "IF NEW.status = 'queued' THEN",
+            "IF NEW.status = 'queued' AND coalesce(current_setting('maxclaw.notify', true), '')"
+            " <> 'off' THEN")
+        if quiet == original:
+            raise RuntimeError("the turns trigger changed; update bench.variants")
+        await conn.execute(quiet)
+        return original
+    finally:
+        await conn.close()
+
+
+async def _restore(url: str, definition: str) -> None:
+    conn = await connect(url)
+    try:
+        await conn.execute(definition)
+    finally:
+        await conn.close()
+
+
+async def run(url: str, plan: Plan, level: int, clients_list: list[int]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    seconds = plan.warmup_s + plan.duration_s
+    async with roundtrip.in_process(url) as services:
+        identities = await roundtrip.make_identities(services, f"V{level}", max(clients_list))
+    async with roundtrip.in_process(url, pool_reset=False) as services:
+        for n in clients_list:
+            ids = identities[:n]
+            for mode in ("a_no_notify", "a_merged", "b_no_pool_reset"):
+                stocks = await roundtrip.make_stocks(url, ids, roundtrip.stock_size(n, seconds))
+                tag = f"V{level}{mode[:3]}{n}"
+                say(f"variant {mode}, {n} client(s) …")
+                if mode == "a_no_notify":
+                    original = await _silence_turn_notify(url)
+                    try:
+                        samples = await roundtrip.floor_point(
+                            url, ids, stocks, tag, plan.warmup_s, plan.duration_s,
+                            setup="SET maxclaw.notify = 'off'")
+                    finally:
+                        await _restore(url, original)
+                elif mode == "a_merged":
+                    samples = await roundtrip.floor_point(url, ids, stocks, tag, plan.warmup_s,
+                                                          plan.duration_s, impl=merged)
+                else:
+                    samples = await roundtrip.service_point(url, services, ids, stocks, tag,
+                                                            plan.warmup_s, plan.duration_s)
+                out.append({"mode": mode, **samples.result(n),
+                            "reused_threads": sum(s.reused for s in stocks)})
+                say("  " + point_line(out[-1], None))
+    return out
