@@ -10,6 +10,7 @@ import { Store } from './store.js';
 import { isShown, renderMessage } from './timeline.js';
 
 const PAGE = 500;
+const RENDER_DELAY_MS = 16;
 const THREAD_ROUTE = /^#\/t\/([0-9a-fA-F-]{36})$/;
 const WIDE = '(min-width: 1100px)';
 
@@ -219,10 +220,11 @@ export class Session {
   scheduleRender() {
     if (this.renderQueued || this.stopped) return;
     this.renderQueued = true;
+    // a catch-up arrives as many separate frames: one render per burst, not one per frame
     setTimeout(() => {
       this.renderQueued = false;
       if (!this.stopped) this.render();
-    }, 0);
+    }, RENDER_DELAY_MS);
   }
 
   render() {
@@ -378,12 +380,10 @@ export class Session {
   /** A card's definition: from a loaded row, else fetched once (the panel spans threads). */
   definitionOf(componentId) {
     if (!componentId) return null;
+    if (this.store.definitions.has(componentId)) return this.store.definitions.get(componentId);
     if (this.definitions.has(componentId)) return this.definitions.get(componentId);
-    for (const message of this.store.messages.values()) {
-      if (message.role !== 'assistant' || !message.components) continue;
-      const found = message.components.find((d) => d.id === componentId);
-      if (found) return found;
-    }
+    // a first subscription brings every row; fetch only what is still missing after it
+    if (!this.live || !this.live.synced) return null;
     this.definitions.set(componentId, null);
     this.api.component(componentId).then((component) => {
       this.definitions.set(componentId, component);
@@ -441,6 +441,7 @@ export class Session {
     if (status === 'online') {
       this.el.conn.textContent = 'Live';
       banner.hidden = true;
+      this.scheduleRender();
       if (this.wasOffline) {
         this.wasOffline = false;
         this.toast('Reconnected; caught up on what happened meanwhile.');

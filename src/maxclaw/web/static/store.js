@@ -8,6 +8,8 @@ export class Store {
     this.messages = new Map();
     this.decisions = new Map();
     this.toolRows = new Map(); // `${thread_id}|${tool_call_id}` -> tool message (the card's state)
+    this.byThread = new Map(); // thread id -> {rows: Map(id -> message), sorted: [] | null}
+    this.definitions = new Map(); // component id -> its definition (from assistant rows)
     this.listeners = new Set();
   }
 
@@ -18,11 +20,25 @@ export class Store {
     const held = map.get(record.id);
     if (held && Number(held.rev) >= Number(record.rev)) return false;
     map.set(record.id, record);
-    if (table === 'messages' && record.role === 'tool' && record.tool_call_id) {
-      this.toolRows.set(`${record.thread_id}|${record.tool_call_id}`, record);
-    }
+    if (table === 'messages') this.indexMessage(record);
     for (const listener of this.listeners) listener(table, record);
     return true;
+  }
+
+  // Indexes, so a render costs the shown thread, not every message ever received.
+  indexMessage(message) {
+    let thread = this.byThread.get(message.thread_id);
+    if (!thread) {
+      thread = { rows: new Map(), sorted: null };
+      this.byThread.set(message.thread_id, thread);
+    }
+    if (!thread.rows.has(message.id)) thread.sorted = null;
+    else if (thread.sorted) thread.sorted = thread.sorted.map((m) => (m.id === message.id ? message : m));
+    thread.rows.set(message.id, message);
+    if (message.role === 'tool' && message.tool_call_id) {
+      this.toolRows.set(`${message.thread_id}|${message.tool_call_id}`, message);
+    }
+    for (const def of message.components || []) this.definitions.set(def.id, def);
   }
 
   onChange(listener) {
@@ -34,12 +50,12 @@ export class Store {
     return this.toolRows.get(`${threadId}|${toolCallId}`) || null;
   }
 
+  /** The thread's messages in id order. */
   messagesOf(threadId) {
-    const out = [];
-    for (const message of this.messages.values()) {
-      if (message.thread_id === threadId) out.push(message);
-    }
-    return out.sort((a, b) => a.id - b.id);
+    const thread = this.byThread.get(threadId);
+    if (!thread) return [];
+    if (!thread.sorted) thread.sorted = [...thread.rows.values()].sort((a, b) => a.id - b.id);
+    return thread.sorted;
   }
 
   openDecisions() {
@@ -53,5 +69,7 @@ export class Store {
     this.messages.clear();
     this.decisions.clear();
     this.toolRows.clear();
+    this.byThread.clear();
+    this.definitions.clear();
   }
 }
