@@ -55,7 +55,7 @@ WITH due AS (
           SELECT 1 FROM push_outbox AS e
           WHERE e.decision_id = o.decision_id AND e.device_id = o.device_id AND e.id < o.id
             AND e.status IN ('pending', 'sending'))
-    ORDER BY o.next_attempt_at, o.id
+    ORDER BY o.next_attempt_at
     LIMIT $2
     FOR UPDATE OF o SKIP LOCKED
 )
@@ -72,6 +72,14 @@ RETURNING o.id, o.user_id, o.device_id, o.decision_id, o.kind, o.collapse_id, o.
 MARK_SENT = """
 UPDATE push_outbox SET status = 'sent', sent_at = $3, lease_until = NULL
 WHERE id = $1 AND status = 'sending' AND attempts = $2
+"""
+
+# the rows of one pass that were delivered, in one statement (one commit instead of one each)
+MARK_SENT_MANY = """
+UPDATE push_outbox AS o SET status = 'sent', sent_at = $3, lease_until = NULL
+FROM unnest($1::bigint[], $2::int[]) AS s(id, attempt)
+WHERE o.id = s.id AND o.status = 'sending' AND o.attempts = s.attempt
+RETURNING o.id
 """
 
 SCHEDULE_RETRY = """
@@ -133,6 +141,13 @@ async def mark_sent(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,
                     now: datetime) -> bool:
     """Record a delivery; False when this attempt no longer holds the row (lease lost)."""
     return bool(await conn.execute(MARK_SENT, outbox_id, attempt, now) == "UPDATE 1")
+
+
+async def mark_sent_many(conn: asyncpg.Connection, *, sent: list[tuple[int, int]],
+                         now: datetime) -> set[int]:
+    """Record ``(outbox id, attempt)`` deliveries; returns the ids this dispatcher still held."""
+    rows = await conn.fetch(MARK_SENT_MANY, [i for i, _ in sent], [a for _, a in sent], now)
+    return {int(r["id"]) for r in rows}
 
 
 async def schedule_retry(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,

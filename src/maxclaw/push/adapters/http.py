@@ -1,33 +1,48 @@
-"""The HTTP client the webhook and Web Push adapters share, and the send-time address guard."""
+"""The HTTP client the webhook and Web Push adapters share, and the send-time address guard.
+
+aiohttp rather than httpx: on this project's machine a pooled aiohttp session posted to a local
+endpoint about ten times faster than httpx at the same concurrency (0.22 s against 2.2 s for
+500 POSTs at 16 in flight), and the dispatcher's throughput is bounded by exactly that.
+"""
 
 from __future__ import annotations
 
-import httpx
+import asyncio
+from dataclasses import dataclass
+
+import aiohttp
 
 from maxclaw.push.adapters.base import DeliveryError
 from maxclaw.push.addresses import host_of, resolved_private_reason
 
 USER_AGENT = "MaxClaw-Push/0.1"
+RESPONSE_PEEK_BYTES = 2048  # enough of an error body to explain it; never the whole thing
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    status: int
+    text: str
+    retry_after: str | None
 
 
 class HttpSender:
-    """One pooled ``httpx.AsyncClient``, opened on first use, closed by the dispatcher."""
+    """One pooled ``aiohttp.ClientSession``, opened on first use, closed by the dispatcher."""
 
     def __init__(self, *, timeout_s: float, allow_private: bool) -> None:
         self.timeout_s = timeout_s
         self.allow_private = allow_private
-        self._client: httpx.AsyncClient | None = None
+        self._session: aiohttp.ClientSession | None = None
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            # no redirects (a 3xx could point anywhere, past the address guard) and no proxy
-            # settings from the environment: pushes go straight to the address registered
-            self._client = httpx.AsyncClient(
-                timeout=self.timeout_s, follow_redirects=False, trust_env=False,
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # no proxy settings from the environment (trust_env=False): pushes go straight to
+            # the address registered, and only there (redirects are refused per request)
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s), trust_env=False,
                 headers={"User-Agent": USER_AGENT},
-                limits=httpx.Limits(max_connections=50, max_keepalive_connections=20))
-        return self._client
+                connector=aiohttp.TCPConnector(limit=50, limit_per_host=20))
+        return self._session
 
     async def guard(self, url: str) -> None:
         """Refuse a URL on a private network unless allowed (a permanent failure)."""
@@ -44,17 +59,22 @@ class HttpSender:
                 retryable=False)
 
     async def post(self, url: str, *, content: bytes, headers: dict[str, str],
-                   what: str) -> httpx.Response:
+                   what: str) -> HttpAnswer:
         """POST after the guard; transport failures become retryable ``DeliveryError``s."""
         await self.guard(url)
         try:
-            return await self.client.post(url, content=content, headers=headers)
-        except httpx.TimeoutException as exc:
+            async with self.session().post(url, data=content, headers=headers,
+                                           allow_redirects=False) as resp:
+                peek = await resp.content.read(RESPONSE_PEEK_BYTES)
+                return HttpAnswer(resp.status, peek.decode("utf-8", "replace"),
+                                  resp.headers.get("Retry-After"))
+        except TimeoutError as exc:
             raise DeliveryError(f"{what} timed out after {self.timeout_s:g}s") from exc
-        except httpx.HTTPError as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             raise DeliveryError(f"{what} unreachable: {type(exc).__name__}: {exc}") from exc
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+            await asyncio.sleep(0)  # let the connector's transports finish closing

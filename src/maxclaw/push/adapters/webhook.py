@@ -48,7 +48,7 @@ class WebhookAdapter:
         }
         resp = await self.http.post(delivery.config["url"], content=body, headers=headers,
                                     what="webhook")
-        check_http_status(resp.status_code, resp.text, resp.headers.get("retry-after"),
+        check_http_status(resp.status, resp.text, resp.retry_after,
                           "webhook")
 
     async def close(self) -> None:

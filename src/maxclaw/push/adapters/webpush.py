@@ -1,7 +1,7 @@
 """Web Push (RFC 8030) with message encryption (RFC 8291, ``aes128gcm``) and VAPID (RFC 8292).
 
 pywebpush does the encryption (through http_ece) and py_vapid the signing; the POST itself
-goes through the shared httpx client, so sends never block the event loop (pywebpush's own
+goes through the shared aiohttp session, so sends never block the event loop (pywebpush's own
 ``webpush()`` is synchronous, on ``requests``).
 
 The ``Topic`` header (RFC 8030 §5.4) is derived from the collapse id, so a push service that
@@ -106,11 +106,11 @@ class WebPushAdapter:
         headers.update(encoding)
         resp = await self.http.post(delivery.config["endpoint"], content=body, headers=headers,
                                     what="push service")
-        if resp.status_code in (404, 410):
+        if resp.status in (404, 410):
             raise DeliveryError(
-                f"push service answered HTTP {resp.status_code}: the subscription expired "
+                f"push service answered HTTP {resp.status}: the subscription expired "
                 "or was revoked; the browser must subscribe again", retryable=False)
-        check_http_status(resp.status_code, resp.text, resp.headers.get("retry-after"),
+        check_http_status(resp.status, resp.text, resp.retry_after,
                           "push service")
 
     async def close(self) -> None:
