@@ -260,8 +260,8 @@ async def test_concurrent_sweepers_hand_each_card_over_once(harness: Harness) ->
 async def test_sweep_uses_the_partial_index(harness: Harness) -> None:
     from maxclaw.components.store import CLAIM_DUE
 
-    async with harness.services.db.connection() as conn:
-        await conn.execute("SET enable_seqscan = off")  # a tiny table: ask what it *can* use
+    async with harness.services.db.transaction() as conn:
+        await conn.execute("SET LOCAL enable_seqscan = off")  # a tiny table: what *can* it use
         plan = "\n".join(r[0] for r in await conn.fetch(
             "EXPLAIN " + CLAIM_DUE, harness.services.clock.now(), 500))
     assert "message_components_due" in plan

@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from maxclaw.agent import turn_store
 from maxclaw.agent.guard import looks_forged
 from maxclaw.auth.service import Principal, parse_uuid
 from maxclaw.components.definitions import normalize_tool_call
@@ -20,10 +21,6 @@ from maxclaw.errors import Conflict, Invalid, NotFound
 from maxclaw.timeline import store as timeline_store
 
 MAX_TEXT = 200_000
-RUNNING_TURN = """
-SELECT 1 FROM turns WHERE id = $1 AND user_id = $2::uuid AND thread_id = $3::uuid
-   AND status = 'running'
-"""
 
 
 def _text(value: Any, field: str) -> str | None:
@@ -65,7 +62,9 @@ class AgentMessageService:
 
     async def _check_turn(self, conn: asyncpg.Connection, user_id: str, thread_id: str,
                           turn_id: int) -> None:
-        if await conn.fetchval(RUNNING_TURN, turn_id, user_id, thread_id) is None:
+        # current_running_turn locks the turn row FOR SHARE until this write commits, so the
+        # lease cannot lapse (and the work be re-claimed) between this check and the commit
+        if await turn_store.current_running_turn(conn, user_id, thread_id) != turn_id:
             raise Conflict(f"Turn {turn_id} is not this thread's running turn (its lease lapsed "
                            "or it finished); claim a new turn before writing.")
 

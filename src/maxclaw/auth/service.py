@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Literal
@@ -48,11 +49,22 @@ def parse_uuid(value: str, what: str = "thread") -> str:
         raise NotFound(f"No such {what}.") from None
 
 
+TOKEN_CACHE_TTL_S = 30.0
+TOKEN_CACHE_SIZE = 10_000
+
+
 class AuthService:
-    """Users, tokens and authentication."""
+    """Users, tokens and authentication.
+
+    Known tokens are cached in-process for ``TOKEN_CACHE_TTL_S``: authenticating was one extra
+    query (and pool round trip) on every request, and tokens are never revoked in place
+    (there is no revoke endpoint). Unknown tokens are never cached, so a flood of bad tokens
+    cannot grow the cache.
+    """
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._cache: dict[str, tuple[float, Principal]] = {}
 
     async def create_user(self, name: str) -> tuple[str, str]:
         """Create a user and its Main thread; returns ``(user_id, main_thread_id)``."""
@@ -88,12 +100,21 @@ class AuthService:
         """The principal behind a bearer token, or ``Unauthorized``."""
         if not token:
             raise Unauthorized("Missing token: send 'Authorization: Bearer <token>'.")
+        digest = hash_token(token)
+        now = time.monotonic()
+        cached = self._cache.get(digest)
+        if cached is not None and cached[0] > now:
+            return cached[1]
         async with self.db.connection() as conn:
-            row = await store.principal_by_hash(conn, hash_token(token))
+            row = await store.principal_by_hash(conn, digest)
         if row is None:
             raise Unauthorized("Unknown token.")
-        return Principal(user_id=row["user_id"], name=row["name"], role=row["role"],
-                         thread_id=row["thread_id"])
+        principal = Principal(user_id=row["user_id"], name=row["name"], role=row["role"],
+                              thread_id=row["thread_id"])
+        if len(self._cache) >= TOKEN_CACHE_SIZE:
+            self._cache.clear()  # crude but bounded; a refill costs one query per token
+        self._cache[digest] = (now + TOKEN_CACHE_TTL_S, principal)
+        return principal
 
     async def main_thread_id(self, user_id: str) -> str | None:
         async with self.db.connection() as conn:

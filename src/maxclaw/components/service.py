@@ -35,6 +35,7 @@ WATCHED_DUE = timedelta(hours=1)
 ANSWERABLE = {"card": ["open", "revoked", "handed-back"],
               "decision": ["open", "revoked", "handed-back", "with-main"],
               "push": ["open", "revoked", "handed-back", "with-main"]}
+DEFINITION_CACHE_SIZE = 50_000
 UNSETTLED = ["open", "with-main", "handed-back", "revoked"]
 SECRET_LINE = "Submitted (not echoed)"
 
@@ -84,6 +85,7 @@ class ComponentService:
         self.db = db
         self.clock = clock
         self.metrics = metrics
+        self._definitions: dict[tuple[str, str], ComponentDefinition] = {}
 
     # ----- reading -----
 
@@ -145,26 +147,34 @@ class ComponentService:
         """Max's answer from the card, the panel or a push: exactly one surface wins."""
         if via not in ANSWERABLE:
             raise ValueError(f"unknown surface {via!r}")
+        definition = await self._definition(who.user_id, component_id)
+        answer = validate_answer(definition, selected, text)  # invalid: nothing is written
+        kept = stored_answer(definition, answer)
+        state = {"status": "answered", "answered_by": "max", "answered_via": via,
+                 "answer": kept, "due_at": None}
         async with self.db.transaction() as conn:
-            row = await self._load(conn, who.user_id, component_id)
-            who.check_thread(row["thread_id"])
-            definition = definition_of(row)
-            answer = validate_answer(definition, selected, text)
-            kept = stored_answer(definition, answer)
             new = await store.cas_answer(conn, who.user_id, component_id, ANSWERABLE[via], kept,
-                                         via)
+                                         via, state)
             if new is None:
                 raise await self._lost(conn, who.user_id, component_id, via)
-            await store.mirror(conn, who.user_id, row["tool_message_id"], component_id,
-                               state_of(new))
-            await self._post_answer(conn, who.user_id, row, definition, answer, by_main=False,
+            await self._post_answer(conn, who.user_id, new, definition, answer, by_main=False,
                                     via=via)
             await carriers.settle_carrier(conn, who.user_id, new["decision_id"], definition,
                                           answer, via)
-            await store.audit(conn, who.user_id, component_id, row["status"], "answered", "max",
-                              via)
         self.metrics.answers.labels(via).inc()
-        return component_projection({**row, **new, "answered_at": self.clock.now()}, definition)
+        return component_projection(new, definition)
+
+    async def _definition(self, user_id: str, component_id: str) -> ComponentDefinition:
+        """A component's definition; cached, since the call that defines it never changes."""
+        key = (user_id, component_id)
+        definition = self._definitions.get(key)
+        if definition is None:
+            async with self.db.connection() as conn:
+                definition = definition_of(await self._load(conn, user_id, component_id))
+            if len(self._definitions) >= DEFINITION_CACHE_SIZE:
+                self._definitions.clear()  # bounded; a refill is one query per card
+            self._definitions[key] = definition
+        return definition
 
     async def _lost(self, conn: asyncpg.Connection, user_id: str, component_id: str,
                     via: str) -> ComponentError:
@@ -178,7 +188,7 @@ class ComponentService:
                            definition: ComponentDefinition, answer: dict[str, Any], *,
                            by_main: bool, via: str) -> None:
         """The answer as Max's message in the asking thread; it wakes the thread."""
-        await timeline_store.insert_message(
+        await timeline_store.insert_input_and_wake(
             conn, user_id=user_id, thread_id=row["thread_id"], role="user",
             body=answer_message_text(definition, answer, by_main=by_main),
             display={"line": SECRET_LINE} if definition.sensitive else None,
@@ -186,7 +196,6 @@ class ComponentService:
                                              "answeredBy": "main" if by_main else "max",
                                              "via": via}},
             sensitive=definition.sensitive)
-        await timeline_store.wake_thread(conn, user_id, row["thread_id"])
 
     # ----- hand-off to Main -----
 
@@ -283,11 +292,10 @@ class ComponentService:
             await store.mirror(conn, who.user_id, row["tool_message_id"], component_id,
                                state_of(new))
             await carriers.revert(conn, who.user_id, new["decision_id"], row["thread_title"])
-            await timeline_store.insert_message(
+            await timeline_store.insert_input_and_wake(
                 conn, user_id=who.user_id, thread_id=row["thread_id"], role="event",
                 body=revoke_text(definition),
                 source_meta={"askHandoff": {"componentId": component_id, "phase": "revoked"}})
-            await timeline_store.wake_thread(conn, who.user_id, row["thread_id"])
             await store.audit(conn, who.user_id, component_id, "main-answered", "revoked", "max",
                               None)
         return component_projection({**row, **new, "answered_at": None}, definition)

@@ -31,12 +31,28 @@ INSERT INTO message_components (id, user_id, thread_id, message_id, tool_message
 SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::bigint[], $5::bigint[], $6::text[],
                      $7::text[], $8::bool[], $9::timestamptz[], $10::bigint[])
 """
-CAS_ANSWER = """
-UPDATE message_components
-   SET status = 'answered', answer = $4::jsonb, answered_by = 'max', answered_via = $5,
-       answered_at = now(), due_at = NULL, updated_at = now()
- WHERE id = $1 AND user_id = $2::uuid AND status = ANY($3::text[])
-RETURNING status, answered_by, answered_via, answer, due_at, decision_id
+# Max's answer in one statement: lock the row, CAS it, patch the mirror, append the audit row.
+# prev's FOR UPDATE waits for a concurrent writer and then sees its committed status, so the
+# CAS and the audit's from_status are judged on the latest state. The mirror and audit CTEs
+# only touch rows when upd returned one: a lost CAS writes nothing.
+CAS_ANSWER = f"""
+WITH prev AS (
+    SELECT id, status FROM message_components WHERE id = $1 AND user_id = $2::uuid FOR UPDATE
+), upd AS (
+    UPDATE message_components c
+       SET status = 'answered', answer = $4::jsonb, answered_by = 'max', answered_via = $5,
+           answered_at = now(), due_at = NULL, updated_at = now()
+      FROM prev
+     WHERE c.id = prev.id AND prev.status = ANY($3::text[])
+    RETURNING {COMPONENT_COLUMNS}, prev.status AS from_status
+), mirror AS (
+    UPDATE messages m SET display = jsonb_set(m.display, ARRAY['states', upd.id], $6::jsonb)
+      FROM upd WHERE m.id = upd.tool_message_id
+), audit AS (
+    INSERT INTO component_audit (user_id, component_id, from_status, to_status, actor, via)
+    SELECT upd.user_id::uuid, upd.id, upd.from_status, 'answered', 'max', $5 FROM upd
+)
+SELECT * FROM upd
 """
 CAS_MAIN_ANSWER = """
 UPDATE message_components
@@ -113,10 +129,12 @@ async def insert_components(conn: asyncpg.Connection, rows: list[dict[str, Any]]
 
 
 async def cas_answer(conn: asyncpg.Connection, user_id: str, component_id: str,
-                     from_statuses: list[str], answer: dict[str, Any],
-                     via: str) -> dict[str, Any] | None:
-    """open|revoked|handed-back(|with-main) → answered by Max; None if the CAS lost."""
-    row = await conn.fetchrow(CAS_ANSWER, component_id, user_id, from_statuses, answer, via)
+                     from_statuses: list[str], answer: dict[str, Any], via: str,
+                     state: dict[str, Any]) -> dict[str, Any] | None:
+    """open|revoked|handed-back(|with-main) → answered by Max, with ``state`` mirrored into the
+    tool row's display and the transition audited; None if the CAS lost."""
+    row = await conn.fetchrow(CAS_ANSWER, component_id, user_id, from_statuses, answer, via,
+                              state)
     return dict(row) if row else None
 
 

@@ -47,6 +47,19 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
                               schema="pg_catalog")
 
 
+class PooledConnection(asyncpg.Connection):  # type: ignore[misc]
+    """A pool connection released without asyncpg's reset query.
+
+    The default reset (``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``) is one
+    more round trip on every release — measured as 1 of 12 statements per answer. Pooled
+    connections never hold session state here: LISTEN uses dedicated connections, settings
+    are ``SET LOCAL``, and an open transaction is still rolled back by asyncpg itself.
+    """
+
+    def get_reset_query(self) -> str:
+        return ""
+
+
 async def connect(url: str) -> asyncpg.Connection:
     """One standalone connection with the project's codecs (listeners, tests, tools)."""
     conn = await asyncpg.connect(plain_url(url))
@@ -69,7 +82,8 @@ class Database:
         try:
             self._pool = await asyncpg.create_pool(
                 plain_url(self.url), min_size=self._min, max_size=self._max,
-                command_timeout=self._timeout, init=_init_connection)
+                command_timeout=self._timeout, init=_init_connection,
+                connection_class=PooledConnection)
         except CONNECTION_ERRORS as exc:
             raise Unavailable(f"database unreachable: {exc}") from exc
 

@@ -69,7 +69,6 @@ class TimelineService:
             raise Invalid.at(["body", "body"], f"a message is at most {MAX_BODY_CHARS} characters")
         thread = await self.get_thread(who, thread_id)
         async with self.db.transaction() as conn:
-            row = await store.insert_message(conn, user_id=who.user_id, thread_id=thread["id"],
-                                             role="user", body=body)
-            await store.wake_thread(conn, who.user_id, thread["id"])
+            row = await store.insert_input_and_wake(conn, user_id=who.user_id,
+                                                    thread_id=thread["id"], role="user", body=body)
         return message_projection(row)

@@ -32,6 +32,18 @@ INSERT INTO messages (user_id, thread_id, role, body, content, tool_calls, tool_
 VALUES ($1::uuid, $2::uuid, $3, $4, $5::jsonb, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10, $11)
 RETURNING {MESSAGE_COLUMNS}
 """
+# An input row (user message, answer, event) and the thread's wake-up in one statement.
+INSERT_INPUT_AND_WAKE = f"""
+WITH msg AS (
+    INSERT INTO messages (user_id, thread_id, role, body, display, source_meta, sensitive)
+    VALUES ($1::uuid, $2::uuid, $3, $4, $5::jsonb, $6::jsonb, $7)
+    RETURNING {MESSAGE_COLUMNS}
+), wake AS (
+    INSERT INTO turns (user_id, thread_id) SELECT $1::uuid, $2::uuid FROM msg
+    ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') DO NOTHING
+)
+SELECT * FROM msg
+"""
 MAIN_THREAD = "SELECT id::text FROM threads WHERE user_id = $1::uuid AND kind = 'main'"
 # A new input on an idle thread queues a turn; on a thread with a queued or running turn the
 # partial unique index turns_one_active_per_thread makes this a no-op, and the input waits in
@@ -90,3 +102,13 @@ async def wake_thread(conn: asyncpg.Connection, user_id: str, thread_id: str) ->
 async def main_thread_id(conn: asyncpg.Connection, user_id: str) -> str:
     """The user's Main thread (every user has exactly one)."""
     return str(await conn.fetchval(MAIN_THREAD, user_id))
+
+
+async def insert_input_and_wake(
+    conn: asyncpg.Connection, *, user_id: str, thread_id: str, role: str, body: str | None,
+    display: Any = None, source_meta: Any = None, sensitive: bool = False,
+) -> dict[str, Any]:
+    """Append an input row (it waits in the inbox) and queue a turn unless one is active."""
+    row = await conn.fetchrow(INSERT_INPUT_AND_WAKE, user_id, thread_id, role, body, display,
+                              source_meta, sensitive)
+    return dict(row)
