@@ -78,6 +78,8 @@ async def test_register_refresh_list_and_delete_devices(harness: Harness, max_: 
     assert_error(await max_.user.delete(path), 404, "not_found")
     assert_error(await max_.user.delete("/v1/push/devices/not-a-number"), 404, "not_found")
     assert_error(await max_.agent.get("/v1/push/devices"), 403, "forbidden")
+    config = await max_.user.get("/v1/push/config")
+    assert config.json() == {"vapid_public_key": None}  # no VAPID key configured
     assert len(await rows(harness, "SELECT id FROM push_devices")) == 3
 
 

@@ -96,6 +96,8 @@ async def test_web_push_decrypts_to_the_spec_payload(push: Harness) -> None:
         call_id, _ = await post_card(a.agent, tid, CHOICE)
         [decision] = await decisions_of(a.user)
         assert await push.services.push.dispatcher.run_until_idle() == 1
+    config = await a.user.get("/v1/push/config")
+    assert config.json() == {"vapid_public_key": vapid_public_key(VAPID_PEM)}
     [hit] = endpoint.hits
     assert hit.path == "/wpush/v2/abc123"
     assert hit.headers["Content-Encoding"] == "aes128gcm"
