@@ -19,7 +19,7 @@ from bench.report import MODE_NAMES
 from bench.stats import QUANTILES
 
 COLORS = {"a": "#1b9e77", "b": "#7570b3", "c": "#d95f02", "a_no_notify": "#66a61e",
-          "a_merged": "#e7298a", "b_no_pool_reset": "#e6ab02"}
+          "a_merged": "#e7298a"}
 
 
 def _cdf(ax: Any, summary: dict[str, Any], label: str, color: str, style: str = "-") -> None:

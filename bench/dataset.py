@@ -136,19 +136,26 @@ SELECT c.call_id || ':q1', c.user_id, c.thread_id, c.assistant_id, c.tool_id, 'c
 """
 
 
-async def load_cards(conn: asyncpg.Connection, tag: str, count: int, *, due: bool) -> None:
-    """Insert ``count`` cards in one transaction; ``due`` makes them all due now (else half
-    answered, half open with a due time from one hour to 30 days ahead: in the sweep's index,
-    but not due). Call ``ensure_users`` first."""
+async def reserve_message_ids(conn: asyncpg.Connection, count: int) -> int:
+    """Take ``count`` consecutive message ids; returns the first. Call it from one connection
+    at a time (loads reserve every chunk's range before the chunks run in parallel)."""
     seq = "pg_get_serial_sequence('messages', 'id')"
+    first = int(await conn.fetchval(f"SELECT nextval({seq})"))
+    await conn.execute(f"SELECT setval({seq}, $1)", first + count)
+    return first
+
+
+async def load_cards(conn: asyncpg.Connection, tag: str, count: int, *, due: bool,
+                     first_id: int) -> None:
+    """Insert ``count`` cards in one transaction, their messages numbered from ``first_id``
+    (2 per card, reserved with ``reserve_message_ids``); ``due`` makes them all due now (else
+    half answered, half open with a due time from one hour to 30 days ahead: in the sweep's
+    index, but not due). Call ``ensure_users`` first."""
     async with conn.transaction():
         if await _replica_mode(conn):
             await conn.execute("SET LOCAL session_replication_role = replica")
         await conn.execute("SET LOCAL maxclaw.notify = 'off'")
-        # reserve 2 x count message ids so component rows can name theirs without a join
-        first = int(await conn.fetchval(f"SELECT nextval({seq})"))
-        await conn.execute(f"SELECT setval({seq}, $1)", first + 2 * count + 1)
-        params = {"tag": f"bk{tag}", "count": count, "first": first,
+        params = {"tag": f"bk{tag}", "count": count, "first": first_id,
                   "args": json.dumps(CARD_ARGS), "per_thread": CARDS_PER_THREAD,
                   "due": due, "title": CARD_ARGS["title"],
                   "question": CARD_ARGS["questions"][0]["question"],
@@ -163,12 +170,15 @@ async def load(url: str, tag: str, count: int, *, due: bool, workers: int = 2,
                chunk: int = 200_000, progress: Callable[[int], None] | None = None) -> float:
     """Load ``count`` cards in chunks over ``workers`` connections, then ANALYZE; seconds."""
     t0 = time.perf_counter()
+    sizes = [min(chunk, count - start) for start in range(0, count, chunk)]
     conn = await connect(url)
     try:
         await ensure_users(conn)
+        # ranges are reserved one after the other here: two chunks taking theirs at the same
+        # moment could overlap (nextval, then setval, is not one step) and deadlock
+        firsts = [await reserve_message_ids(conn, 2 * size + 1) for size in sizes]
     finally:
         await conn.close()
-    sizes = [min(chunk, count - start) for start in range(0, count, chunk)]
     gate = asyncio.Semaphore(workers)
     done = 0
 
@@ -177,7 +187,7 @@ async def load(url: str, tag: str, count: int, *, due: bool, workers: int = 2,
         async with gate:
             c = await connect(url)
             try:
-                await load_cards(c, f"{tag}{k}", size, due=due)
+                await load_cards(c, f"{tag}{k}", size, due=due, first_id=firsts[k])
             finally:
                 await c.close()
             done += size

@@ -1,113 +1,166 @@
-"""(a) The floor: the statements the service runs for one round trip, sent straight with asyncpg.
+"""(a) The floor: the statements the service sends for one round trip, replayed with asyncpg.
 
-One dedicated connection per client (no pool), the service's own SQL constants, the same
-transactions and the same parameters, and nothing else: no validation, no projections, no
-pool bookkeeping. Whatever the service costs beyond this is Python and plumbing.
+The floor is not written by hand. At the start of a run, one round trip goes through the
+service objects (``AgentMessageService.post`` → ``ToolService.execute`` → ``ComponentService.
+answer``) while every statement they send is recorded — its SQL, its arguments, its result —
+and the transaction brackets around them. Replaying that script on a dedicated connection is
+the floor: the same statements, in the same transactions, with the same parameters, and nothing
+else (no validation, no projections, no pool checkout or reset). When the service's SQL
+changes, the floor follows by construction; only Python and plumbing separate the two.
 
-The sequence mirrors, statement for statement (``bench.counting`` checks the count each run):
-- the assistant row (``AgentMessageService.post``): BEGIN, thread, insert, COMMIT;
-- ``ToolService.execute``: thread, stored result?, the call, then BEGIN, presence, tool row,
-  carrier, push enqueue, component rows, COMMIT (``ComponentService.post_card``);
-- ``ComponentService.answer``: BEGIN, load, CAS, mirror, answer message, wake, settle the
-  carrier, cancel pending pushes, enqueue the withdraw, audit, COMMIT.
+Per replayed round trip the values that must differ are substituted: the user, the thread, the
+call id (and every string containing it: the component id, dedupe keys, message bodies), and
+every id a statement returned (message, decision ids) wherever a later argument used it.
+A replayed statement that returns fewer rows than it did when recorded (a CAS that found
+nothing, say) fails the run: the floor must do the same work as the service.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
+from asyncpg.connection import Connection
 
-from bench.dataset import CARD_ARGS, CARD_OPTIONS
-from maxclaw.components import store as components
-from maxclaw.components import tool_store
-from maxclaw.components.text import ASK_NOTE
-from maxclaw.decisions import store as decisions
-from maxclaw.presence import store as presence
-from maxclaw.push import store as push
-from maxclaw.timeline import store as timeline
+from bench.counting import POOL_RESET
 
-CALL_ARGS = CARD_ARGS
-QUESTION = CARD_ARGS["questions"][0]["question"]
-TITLE = CARD_ARGS["title"]
-ANSWER = {"selected": ["keep"], "text": None}
-BODY = (f'Answer to "{TITLE}" (question card {{cid}} in a message above)\n'
-        f"Question: {QUESTION}\nChose: Keep one version")
-PUSH_ACTIONS = [{"id": "opt:keep", "title": "Keep one version"},
-                {"id": "opt:drop", "title": "Remove it now"},
-                {"id": "other", "title": "Other…", "input": True}]
+PHASES = ("post", "execute", "answer")
 
 
-async def post(conn: asyncpg.Connection, user_id: str, thread_id: str, call_id: str) -> str:
-    """Post a card as the service does; returns the component id."""
-    call = {"id": call_id, "name": "ask_user_question", "arguments": CALL_ARGS}
-    async with conn.transaction():
-        await conn.fetchrow(timeline.GET_THREAD, user_id, thread_id)
-        await conn.fetchrow(timeline.INSERT_MESSAGE, user_id, thread_id, "assistant", None, None,
-                            [call], None, None, None, False, None)
-    thread = await conn.fetchrow(timeline.GET_THREAD, user_id, thread_id)
-    await conn.fetchrow(tool_store.TOOL_RESULT, user_id, thread_id, call_id)
-    found = await conn.fetchrow(tool_store.FIND_CALL, user_id, thread_id, [{"id": call_id}])
-    cid = f"{call_id}:q1"
-    now = datetime.now(UTC)
-    async with conn.transaction():
-        await conn.fetchval(presence.IS_WATCHING, user_id, thread_id, now)
-        due = (now + timedelta(minutes=30)).isoformat()
-        tool_row = await conn.fetchrow(
-            timeline.INSERT_MESSAGE, user_id, thread_id, "tool", None,
-            {"posted": True, "note": ASK_NOTE,
-             "components": [{"id": cid, "kind": "choice", "answer_due_at": due}]},
-            None, call_id,
-            {"v": 1, "kind": "components", "states": {cid: {
-                "status": "open", "answered_by": None, "answered_via": None, "answer": None,
-                "due_at": due}}},
-            {"tool": {"name": "ask_user_question", "status": 200}}, False, None)
-        decision = await conn.fetchrow(
-            decisions.INSERT_CARRIER, user_id, f"ask:{cid}", cid, thread_id, TITLE, QUESTION,
-            CARD_OPTIONS, True, False, False)
-        await conn.fetchrow(push.ENQUEUE, user_id, decision["id"], "notify", f"ask:{cid}", {
-            "kind": "agent-question", "decision_id": decision["id"], "component_id": cid,
-            "thread_id": thread_id, "title": thread["title"], "body": QUESTION,
-            "actions": PUSH_ACTIONS, "reply": {"placeholder": "Reply…"},
-            "collapse_id": f"ask:{cid}"})
-        await conn.execute(components.INSERT_COMPONENTS, [cid], [user_id], [thread_id],
-                           [found["id"]], [tool_row["id"]], ["choice"], ["normal"], [False],
-                           [now + timedelta(minutes=30)], [decision["id"]])
-    return cid
+@dataclass
+class Step:
+    """One recorded statement: SQL with its arguments and result, or a BEGIN/COMMIT."""
+
+    query: str
+    args: tuple[Any, ...] = ()
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    bracket: bool = False
+    dynamic: list[bool] = field(default_factory=list)  # which arguments need substituting
 
 
-async def answer(conn: asyncpg.Connection, user_id: str, cid: str) -> None:
-    """Answer a card as ``ComponentService.answer`` does (one transaction)."""
-    async with conn.transaction():
-        row = await conn.fetchrow(components.GET_WITH_CONTEXT, cid, user_id)
-        new = await conn.fetchrow(components.CAS_ANSWER, cid, user_id,
-                                  ["open", "revoked", "handed-back"], ANSWER, "card")
-        if new is None:
-            raise RuntimeError(f"the floor lost a CAS on {cid}: the benchmark is broken")
-        await conn.execute(components.MIRROR, row["tool_message_id"], user_id, cid, {
-            "status": new["status"], "answered_by": new["answered_by"],
-            "answered_via": new["answered_via"], "answer": new["answer"], "due_at": None})
-        await conn.fetchrow(timeline.INSERT_MESSAGE, user_id, row["thread_id"], "user",
-                            BODY.format(cid=cid), None, None, None, None,
-                            {"componentAnswer": {"componentId": cid, "answeredBy": "max",
-                                                 "via": "card"}}, False, None)
-        await conn.execute(timeline.WAKE_THREAD, user_id, row["thread_id"])
-        settled = await conn.fetchrow(decisions.SETTLE, new["decision_id"], user_id,
-                                      "Keep one version", "card")
-        await conn.execute(push.CANCEL_PENDING_NOTIFICATIONS, user_id, settled["id"])
-        await conn.fetchrow(push.ENQUEUE, user_id, settled["id"], "withdraw", f"ask:{cid}",
-                            {"kind": "withdraw", "collapse_id": f"ask:{cid}"})
-        await conn.execute(components.AUDIT, user_id, cid, row["status"], "answered", "max",
-                           "card")
+class Recorder:
+    """Records what asyncpg connections send while ``phase`` is set (class-level hooks)."""
+
+    def __init__(self) -> None:
+        self.phase: str | None = None
+        self.steps: dict[str, list[Step]] = {p: [] for p in PHASES}
+
+    @contextlib.contextmanager
+    def hooked(self) -> Iterator[None]:
+        original_execute, original_inner = Connection.execute, Connection._execute
+        recorder = self
+
+        async def execute(conn: Connection, query: str, *args: Any, **kw: Any) -> Any:
+            result = await original_execute(conn, query, *args, **kw)
+            if recorder.phase and not args and not query.startswith(POOL_RESET):
+                recorder.steps[recorder.phase].append(Step(query, bracket=True))
+            return result
+
+        async def inner(conn: Connection, query: str, args: Any, *a: Any, **kw: Any) -> Any:
+            result = await original_inner(conn, query, args, *a, **kw)
+            if recorder.phase:
+                records = result[0] if kw.get("return_status") else result
+                recorder.steps[recorder.phase].append(Step(
+                    query, tuple(args), [dict(r) for r in records or []]))
+            return result
+
+        Connection.execute = execute
+        Connection._execute = inner
+        try:
+            yield
+        finally:
+            Connection.execute = original_execute
+            Connection._execute = original_inner
 
 
-def statements_per_round_trip() -> dict[str, int]:
-    """What the floor sends per round trip (BEGIN/COMMIT included), for the report."""
-    return {"post": 4 + 3 + 7, "answer": 11}
+class Script:
+    """A recorded round trip and the values a replay must replace."""
+
+    def __init__(self, steps: dict[str, list[Step]], user_id: str, thread_id: str,
+                 call_id: str) -> None:
+        self.steps = steps
+        self.user_id, self.thread_id, self.call_id = user_id, thread_id, call_id
+        self.returned_ids = {v for ss in steps.values() for s in ss for r in s.rows
+                             for k, v in r.items() if _is_id(k, v)}
+        for step in (s for ss in steps.values() for s in ss):
+            step.dynamic = [self._needs(a) for a in step.args]
+
+    def counts(self) -> dict[str, int]:
+        return {phase: len(steps) for phase, steps in self.steps.items()}
+
+    def statements(self, phase: str) -> list[str]:
+        return [" ".join(s.query.split()) for s in self.steps[phase]]
+
+    def _needs(self, value: Any) -> bool:
+        if isinstance(value, str):
+            return any(x in value for x in (self.user_id, self.thread_id, self.call_id))
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value in self.returned_ids
+        if isinstance(value, list | tuple):
+            return any(self._needs(v) for v in value)
+        if isinstance(value, dict):
+            return any(self._needs(k) or self._needs(v) for k, v in value.items())
+        return False
 
 
-async def round_trip(conn: asyncpg.Connection, user_id: str, thread_id: str,
-                     call_id: str) -> Any:
-    cid = await post(conn, user_id, thread_id, call_id)
-    await answer(conn, user_id, cid)
+def _is_id(key: str, value: Any) -> bool:
+    return (key == "id" or key.endswith("_id")) and isinstance(value, int) \
+        and not isinstance(value, bool)
+
+
+class Replay:
+    """One round trip's substitutions: strings by substring, returned ids by value."""
+
+    def __init__(self, script: Script, user_id: str, thread_id: str, call_id: str) -> None:
+        self.script = script
+        self.strings = [(script.call_id, call_id), (script.thread_id, thread_id),
+                        (script.user_id, user_id)]
+        self.ids: dict[int, int] = {}
+
+    def value(self, v: Any) -> Any:
+        if isinstance(v, str):
+            for old, new in self.strings:
+                if old in v:
+                    v = v.replace(old, new)
+            return v
+        if isinstance(v, int) and not isinstance(v, bool):
+            return self.ids.get(v, v)
+        if isinstance(v, list):
+            return [self.value(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(self.value(x) for x in v)
+        if isinstance(v, dict):
+            return {self.value(k): self.value(x) for k, x in v.items()}
+        return v
+
+    async def run(self, conn: asyncpg.Connection, phase: str) -> None:
+        for step in self.script.steps[phase]:
+            if step.bracket:
+                await conn.execute(step.query)
+                continue
+            args = [self.value(a) if d else a for a, d in zip(step.args, step.dynamic,
+                                                                strict=True)]
+            rows = await conn.fetch(step.query, *args)
+            if len(rows) < len(step.rows):
+                raise RuntimeError(f"the floor's replay found {len(rows)} rows where the "
+                                   f"service found {len(step.rows)}:\n{step.query}")
+            for old, new in zip(step.rows, rows, strict=False):
+                for key, value in old.items():
+                    if _is_id(key, value):
+                        self.ids[value] = new[key]
+
+
+async def post(conn: asyncpg.Connection, script: Script, user_id: str, thread_id: str,
+               call_id: str) -> Replay:
+    """The assistant row and ``execute`` (the card posted); returns the replay to answer."""
+    replay = Replay(script, user_id, thread_id, call_id)
+    await replay.run(conn, "post")
+    await replay.run(conn, "execute")
+    return replay
+
+
+async def answer(conn: asyncpg.Connection, replay: Replay) -> None:
+    await replay.run(conn, "answer")

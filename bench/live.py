@@ -12,12 +12,13 @@ import json
 import secrets
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-from bench import floor, server
+from bench import server
 from bench.stats import summary_ms
 from maxclaw.auth.service import hash_token
 from maxclaw.db.database import connect
@@ -51,14 +52,19 @@ async def make_users(conn: asyncpg.Connection, prefix: str, count: int,
     return users
 
 
-async def open_cards(conn: asyncpg.Connection, owners: list[dict[str, Any]],
+Poster = Callable[[asyncpg.Connection, str, str, str], Awaitable[Any]]
+
+
+async def open_cards(conn: asyncpg.Connection, post: Poster, owners: list[dict[str, Any]],
                      tag: str) -> list[dict[str, Any]]:
-    """One open card in a fresh thread for each owner (repeats allowed)."""
+    """One open card in a fresh thread for each owner (repeats allowed), posted with ``post``
+    (the floor's replay of the service's statements)."""
     cards = []
     for i, owner in enumerate(owners):
         thread = await conn.fetchval(MAKE_THREAD, owner["user_id"])
-        cid = await floor.post(conn, owner["user_id"], thread, f"{tag}_{i}")
-        cards.append({"component_id": cid, "thread_id": thread, "token": owner["user"]})
+        await post(conn, owner["user_id"], thread, f"{tag}_{i}")
+        cards.append({"component_id": f"{tag}_{i}:q1", "thread_id": thread,
+                      "token": owner["user"]})
     return cards
 
 
@@ -71,7 +77,7 @@ def _load(job: dict[str, Any], timeout: float) -> dict[str, Any]:
     return result
 
 
-async def answer_to_frame(url: str, log_dir: Path, clients: int, answers: int,
+async def answer_to_frame(url: str, log_dir: Path, post: Poster, clients: int, answers: int,
                           rate: float = 20.0, tag: str = "ws", poll_only_s: float | None = None,
                           ) -> dict[str, Any]:
     """``clients`` users, one socket each; ``answers`` of their cards answered at ``rate``/s.
@@ -82,7 +88,7 @@ async def answer_to_frame(url: str, log_dir: Path, clients: int, answers: int,
     conn = await connect(url)
     try:
         users = await make_users(conn, f"{tag}_", clients)
-        cards = await open_cards(conn, [users[i % clients] for i in range(answers)], tag)
+        cards = await open_cards(conn, post, [users[i % clients] for i in range(answers)], tag)
         db = await conn.fetchval("SELECT current_database()")
         if poll_only_s is not None:
             await conn.execute(f'ALTER DATABASE "{db}" SET maxclaw.notify = \'off\'')
@@ -108,13 +114,13 @@ async def answer_to_frame(url: str, log_dir: Path, clients: int, answers: int,
             "negative": sum(1 for x in latencies if x < 0)}
 
 
-async def answer_to_claim(url: str, log_dir: Path, answers: int,
+async def answer_to_claim(url: str, log_dir: Path, post: Poster, answers: int,
                           gap_s: float = 0.05) -> dict[str, Any]:
     """One runtime long-polling claim; ``answers`` cards on idle threads answered one by one."""
     conn = await connect(url)
     try:
         owner = (await make_users(conn, "claim_", 1, roles=("user", "agent")))[0]
-        cards = await open_cards(conn, [owner] * answers, "claim")
+        cards = await open_cards(conn, post, [owner] * answers, "claim")
     finally:
         await conn.close()
     srv = await asyncio.to_thread(server.start, url, log_dir / "serve-claim.log")

@@ -19,11 +19,19 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from bench.dataset import CARD_OPTIONS
-from bench.floor import ANSWER as ANSWER_VALUE
-from bench.floor import BODY, CALL_ARGS, PUSH_ACTIONS, QUESTION, TITLE
+from bench.dataset import CARD_ARGS, CARD_OPTIONS
 from maxclaw.components import store as components
 from maxclaw.components.text import ASK_NOTE
+
+CALL_ARGS = CARD_ARGS
+QUESTION = CARD_ARGS["questions"][0]["question"]
+TITLE = CARD_ARGS["title"]
+ANSWER_VALUE = {"selected": ["keep"], "text": None}
+BODY = (f'Answer to "{TITLE}" (question card {{cid}} in a message above)\n'
+        f"Question: {QUESTION}\nChose: Keep one version")
+PUSH_ACTIONS = [{"id": "opt:keep", "title": "Keep one version"},
+                {"id": "opt:drop", "title": "Remove it now"},
+                {"id": "other", "title": "Other…", "input": True}]
 
 POST_ASSISTANT = """
 INSERT INTO messages (user_id, thread_id, role, body, tool_calls)
@@ -129,7 +137,9 @@ SELECT cas.status, cas.decision_id,
 """
 
 
-async def post(conn: asyncpg.Connection, user_id: str, thread_id: str, call_id: str) -> str:
+async def post(conn: asyncpg.Connection, user_id: str, thread_id: str,
+               call_id: str) -> tuple[str, str]:
+    """Post the card; returns what ``answer`` needs."""
     call = {"id": call_id, "name": "ask_user_question", "arguments": CALL_ARGS}
     if await conn.fetchval(POST_ASSISTANT, user_id, thread_id, None, [call]) is None:
         raise RuntimeError("no such thread")
@@ -152,10 +162,11 @@ async def post(conn: asyncpg.Connection, user_id: str, thread_id: str, call_id: 
         found["watching"])
     if tool_id is None:
         raise RuntimeError("the card was not posted")
-    return cid
+    return user_id, cid
 
 
-async def answer(conn: asyncpg.Connection, user_id: str, cid: str) -> None:
+async def answer(conn: asyncpg.Connection, handle: tuple[str, str]) -> None:
+    user_id, cid = handle
     row = await conn.fetchrow(components.GET_WITH_CONTEXT, cid, user_id)
     new = await conn.fetchrow(
         ANSWER_SQL, cid, user_id, ["open", "revoked", "handed-back"], ANSWER_VALUE, "card",

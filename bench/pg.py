@@ -109,6 +109,9 @@ def machine(settings: dict[str, Any], url: str) -> dict[str, Any]:
         pass
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, check=False).stdout.strip()
+    import maxclaw
+
     return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
+            "maxclaw_code": str(Path(maxclaw.__file__).resolve().parent.parent),
             "os": platform.platform(), "loadavg_at_start": list(os.getloadavg()),
             "postgres": settings, "git_commit": commit, "database": redact(url)}

@@ -58,16 +58,24 @@ async def _inproc(url: str, clients: int, seconds: float) -> None:
     print(f"HTML profile: {out}")
 
 
+# Leaf frames that mean "waiting", not working: a thread parked on a condition, the event loop
+# blocked in its C poll (``Runner.run`` is the last Python frame above uvloop's run loop).
+IDLE_LEAVES = ("Condition.wait", "Runner.run", "Event.wait", "select", "_worker")
+
+
 def summarize_collapsed(path: Path) -> dict[str, Any]:
-    """Inclusive share of samples per bucket, and the top self frames, from py-spy's output."""
-    total = 0
+    """Share of the busy samples per bucket, and the top self frames, from py-spy's output."""
+    total = idle = 0
     buckets: collections.Counter[str] = collections.Counter()
     selfs: collections.Counter[str] = collections.Counter()
     for line in path.read_text().splitlines():
         stack, _, count_s = line.rpartition(" ")
         count = int(count_s)
-        total += count
         frames = stack.split(";")
+        if frames[-1].startswith(IDLE_LEAVES):
+            idle += count
+            continue
+        total += count
         selfs[frames[-1]] += count
         for name, needles in BUCKETS:
             if any(n in f for f in frames for n in needles):
@@ -75,7 +83,7 @@ def summarize_collapsed(path: Path) -> dict[str, Any]:
                 break
         else:
             buckets["other (service code)"] += count
-    return {"samples": total,
+    return {"samples": total, "idle_samples": idle,
             "share": {k: round(v / total, 3) for k, v in buckets.most_common()},
             "top_self": [(k, round(v / total, 3)) for k, v in selfs.most_common(25)]}
 
@@ -105,7 +113,8 @@ def _server(url: str, clients: int, seconds: float) -> None:
         srv.stop()
     print(samples.result(clients)["rate_per_s"], "round trips/s while sampled")
     summary = summarize_collapsed(out)
-    print(f"{summary['samples']} samples of the server process; inclusive share:")
+    print(f"{summary['samples']} busy samples of the server process ({summary['idle_samples']} "
+          "idle ones left out); share of the busy ones:")
     for name, share in summary["share"].items():
         print(f"  {share:6.1%}  {name}")
     print("top self frames:")

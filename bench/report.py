@@ -8,8 +8,7 @@ from typing import Any
 
 MODE_NAMES = {"a": "(a) direct SQL (floor)", "b": "(b) in-process service",
               "c": "(c) HTTP API", "a_no_notify": "(a') floor, no NOTIFY",
-              "a_merged": "(a'') floor, merged statements",
-              "b_no_pool_reset": "(b') service, no pool reset"}
+              "a_merged": "(a'') floor, merged statements"}
 _T0 = time.monotonic()
 
 
@@ -50,6 +49,13 @@ def print_report(report: dict[str, Any]) -> None:
           f"{m['loadavg_at_start'][0]:.2f}; PostgreSQL {pg['server_version']} "
           f"({report['server_source']}), fsync={pg['fsync']}, "
           f"synchronous_commit={pg['synchronous_commit']}", file=out)
+    cal = report.get("calibration", {})
+    if cal.get("rate_per_s"):
+        got = ", ".join(f"{n}: {r}/s" for n, r in cal["rate_per_s"].items())
+        print(f"the issue's anchor script (pgbench) here and now: {got} "
+              f"(on the quiet anchor machine: 1: 770/s, 4: 2060/s, 16: 1515/s)", file=out)
+    elif cal:
+        print(f"anchor calibration: {cal.get('status')}", file=out)
     stm = report.get("statements", {})
     if stm:
         s, f = stm["service"], stm["floor"]
@@ -75,16 +81,24 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"sweep, {d['due']:,} due: all handed to Main in {d['seconds']} s "
                   f"({d['cards_per_s']}/s); claim of a 500 batch "
                   f"{d['claim_500']['execution_ms']} ms on the server", file=out)
-    for name in ("frames", "claim"):
+        if sweep.get("due_set_wise_prototype"):
+            d = sweep["due_set_wise_prototype"]
+            print(f"sweep, {d['due']:,} due, set-wise prototype (bench/sweep_batch.py): "
+                  f"{d['seconds']} s ({d['cards_per_s']}/s)", file=out)
+    print(file=out)
+    for name, label in (("frames", "answer → frame"),
+                        ("frames_poll_only", "answer → frame, no NOTIFY, 50 ms poll"),
+                        ("claim", "answer → claim")):
         item = report.get(name) or {}
         if item.get("latency"):
             lat = item["latency"]
-            extra = (f", server RSS {item['server_rss_mb']} MB with {item['clients']} clients"
-                     if name == "frames" else "")
-            print(f"\nanswer → {name.rstrip('s')}: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms"
-                  f" (n={lat['n']}){extra}", file=out)
-        else:
-            print(f"\nanswer → {name.rstrip('s')}: {item.get('status', 'not measured')}", file=out)
+            extra = (f"; server RSS {item['server_rss_mb']} MB with {item['clients']:,} sockets, "
+                     f"{item['missing_frames']} frames missing"
+                     if name.startswith("frames") else "")
+            print(f"{label}: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms (n={lat['n']}){extra}",
+                  file=out)
+        elif name in report:
+            print(f"{label}: {item.get('status', 'not measured')}", file=out)
     print("\nTargets", file=out)
     for v in report["verdicts"]:
         mark = {True: "HOLDS", False: "MISSES", None: "  -   "}[v["holds"]]

@@ -24,8 +24,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
-
 from bench import cpu, floor
 from bench.dataset import CARD_ARGS
 from bench.loop import RoundTrip, Samples, closed_loop
@@ -101,33 +99,11 @@ def in_process_settings(url: str, pool_max: int = 20) -> Settings:
 
 
 @asynccontextmanager
-async def in_process(url: str, pool_max: int = 20, pool_reset: bool = True) -> AsyncIterator[Any]:
-    """The service objects of one app, pool open; yields ``Services``.
-
-    ``pool_reset=False`` is a prototype: the pool skips asyncpg's reset query on release
-    (``SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``), one round trip
-    per checkout; the service keeps no session state on pooled connections."""
+async def in_process(url: str, pool_max: int = 20) -> AsyncIterator[Any]:
+    """The service objects of one app, pool open; yields ``Services``."""
     app = create_app(in_process_settings(url, pool_max))
-    if pool_reset:
-        async with app.router.lifespan_context(app):
-            yield app.state.services
-        return
-    original = asyncpg.create_pool
-
-    def without_reset(*args: Any, **kwargs: Any) -> Any:
-        return original(*args, reset=_no_reset, **kwargs)
-
-    asyncpg.create_pool = without_reset
-    try:
-        async with app.router.lifespan_context(app):
-            asyncpg.create_pool = original
-            yield app.state.services
-    finally:
-        asyncpg.create_pool = original
-
-
-async def _no_reset(_conn: Any) -> None:
-    """asyncpg still ends any open transaction itself before calling this."""
+    async with app.router.lifespan_context(app):
+        yield app.state.services
 
 
 async def make_identities(services: Any, tag: str, count: int) -> list[Identity]:
@@ -157,11 +133,25 @@ async def metered(url: str, groups: dict[str, list[int]],
     return samples
 
 
+class ReplayFloor:
+    """``bench.floor``'s replay of the recorded service statements, as a floor ``impl``."""
+
+    def __init__(self, script: floor.Script) -> None:
+        self.script = script
+
+    async def post(self, conn: Any, user_id: str, thread_id: str, call_id: str) -> Any:
+        return await floor.post(conn, self.script, user_id, thread_id, call_id)
+
+    async def answer(self, conn: Any, handle: Any) -> None:
+        await floor.answer(conn, handle)
+
+
 async def floor_point(url: str, identities: list[Identity], stocks: list[Stock], tag: str,
-                      warmup: float, duration: float, impl: Any = floor,
+                      warmup: float, duration: float, impl: Any,
                       setup: str | None = None) -> Samples:
-    """(a): one dedicated asyncpg connection per client; ``impl`` has ``post`` and ``answer``
-    (``bench.floor``, or a prototype), ``setup`` runs once on each connection."""
+    """(a): one dedicated asyncpg connection per client; ``impl`` has ``post(conn, user,
+    thread, call id) -> handle`` and ``answer(conn, handle)`` (``ReplayFloor``, or a
+    prototype); ``setup`` runs once on each connection."""
     conns = [await connect(url) for _ in stocks]
     for conn in conns:
         if setup:
@@ -173,9 +163,9 @@ async def floor_point(url: str, identities: list[Identity], stocks: list[Stock],
         async def round_trip() -> tuple[float, float]:
             thread = stock.take()
             t0 = time.perf_counter()
-            cid = await impl.post(conn, ident.user_id, thread, f"{tag}c{n}_{next(seq)}")
+            handle = await impl.post(conn, ident.user_id, thread, f"{tag}c{n}_{next(seq)}")
             t1 = time.perf_counter()
-            await impl.answer(conn, ident.user_id, cid)
+            await impl.answer(conn, handle)
             t2 = time.perf_counter()
             return t2 - t0, t2 - t1
 

@@ -17,7 +17,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import counting, dataset, floor, live, roundtrip, server, sweep, variants
+from bench import (
+    calibrate,
+    counting,
+    dataset,
+    floor,
+    live,
+    roundtrip,
+    server,
+    sweep,
+    variants,
+)
 from bench.pg import BenchDatabase, choose_server, machine, postgres_settings
 from bench.plan import FULL, QUICK, Plan
 from bench.report import point_line, print_report, say
@@ -28,53 +38,45 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
 
-async def count_statements(url: str) -> dict[str, Any]:
-    """Statements one round trip sends, by step: through the service, and in the floor."""
-    out: dict[str, Any] = {}
+async def record_round_trip(url: str) -> tuple[floor.Script, dict[str, Any]]:
+    """One warm round trip through the service objects, recorded: the floor's script, and the
+    statements per step (SQL, BEGIN/COMMIT, pool resets) for the report."""
+    recorder = floor.Recorder()
     with counting.installed() as log:
         async with roundtrip.in_process(url, pool_max=2) as services:
-            ident = (await roundtrip.make_identities(services, "count", 1))[0]
+            ident = (await roundtrip.make_identities(services, "rec", 1))[0]
             stock = (await roundtrip.make_stocks(url, [ident], 2))[0]
+            agent, user = ident.principal("agent"), ident.principal("user")
             for attempt in range(2):  # the first warms prepared statements and type codecs
-                thread, call_id = stock.take(), f"count{attempt}"
-                agent, user = ident.principal("agent"), ident.principal("user")
+                thread, call_id = stock.take(), f"rec{attempt}"
                 steps: dict[str, list[str]] = {}
-                with log.record() as q:
-                    await services.agent_messages.post(agent, thread, {
-                        "role": "assistant", "content": None, "tool_calls": [{
-                            "id": call_id, "name": "ask_user_question",
-                            "arguments": dataset.CARD_ARGS}]})
-                    await counting.drain()
-                steps["post"] = q
-                with log.record() as q:
-                    await services.tools.execute(agent, thread, call_id)
-                    await counting.drain()
-                steps["execute"] = q
-                with log.record() as q:
-                    await services.components.answer(user, f"{call_id}:q1", ["keep"], None,
-                                                      "card")
-                    await counting.drain()
-                steps["answer"] = q
-    every = [s for step in steps.values() for s in step]
-    out["service"] = {**{k: len(v) for k, v in steps.items()}, "round_trip": len(every),
-                      "kinds": counting.StatementLog.kinds(every),
-                      "answer_statements": steps["answer"]}
-    conn = await connect(url)
-    try:
-        fstock = (await roundtrip.make_stocks(url, [ident], 2))[0]
-        fl = counting.StatementLog()
-        conn.add_query_logger(fl)
-        await floor.round_trip(conn, ident.user_id, fstock.take(), "countf0")
-        await counting.drain()
-        with fl.record() as q:
-            await floor.round_trip(conn, ident.user_id, fstock.take(), "countf1")
-            await counting.drain()
-        out["floor"] = {"round_trip": len(q), "kinds": counting.StatementLog.kinds(q)}
-    finally:
-        await conn.close()
-    out["http_extra"] = ("each of the 3 requests also authenticates its token: +1 SQL statement "
-                         "and +1 pool reset per request")
-    return out
+                recorder.steps = {p: [] for p in floor.PHASES}
+                with recorder.hooked():
+                    for phase in floor.PHASES:
+                        recorder.phase = phase
+                        with log.record() as queries:
+                            if phase == "post":
+                                await services.agent_messages.post(agent, thread, {
+                                    "role": "assistant", "content": None, "tool_calls": [{
+                                        "id": call_id, "name": "ask_user_question",
+                                        "arguments": dataset.CARD_ARGS}]})
+                            elif phase == "execute":
+                                await services.tools.execute(agent, thread, call_id)
+                            else:
+                                await services.components.answer(user, f"{call_id}:q1",
+                                                                  ["keep"], None, "card")
+                            await counting.drain()
+                        steps[phase] = list(queries)
+                    recorder.phase = None
+    script = floor.Script(recorder.steps, ident.user_id, thread, call_id)
+    every = [q for step in steps.values() for q in step]
+    report = {"service": {**{k: len(v) for k, v in steps.items()}, "round_trip": len(every),
+                          "kinds": counting.StatementLog.kinds(every),
+                          "answer_statements": steps["answer"]},
+              "floor": {**script.counts(), "round_trip": sum(script.counts().values())},
+              "http_extra": "each of the 3 requests also authenticates its token: +1 SQL "
+                            "statement and +1 pool reset per request"}
+    return script, report
 
 
 def _result(samples: Any, mode: str, clients: int, reused: int) -> dict[str, Any]:
@@ -82,7 +84,7 @@ def _result(samples: Any, mode: str, clients: int, reused: int) -> dict[str, Any
 
 
 async def round_trips(url: str, plan: Plan, level: int, clients_list: list[int],
-                      log_dir: Path) -> list[dict[str, Any]]:
+                      log_dir: Path, script: floor.Script) -> list[dict[str, Any]]:
     """Modes a, b, c side by side at each concurrency (interleaved, so drift hits all three)."""
     points: list[dict[str, Any]] = []
     seconds = plan.warmup_s + plan.duration_s
@@ -94,7 +96,7 @@ async def round_trips(url: str, plan: Plan, level: int, clients_list: list[int],
             say(f"level {level}: {n} client(s): (a) floor …")
             stocks = await roundtrip.make_stocks(url, ids, roundtrip.stock_size(n, seconds))
             a = await roundtrip.floor_point(url, ids, stocks, f"L{level}a{n}", plan.warmup_s,
-                                            plan.duration_s)
+                                            plan.duration_s, roundtrip.ReplayFloor(script))
             points.append(_result(a, "a", n, sum(s.reused for s in stocks)))
             rate_a = points[-1]["rate_per_s"]
             say("  " + point_line(points[-1], rate_a))
@@ -120,17 +122,17 @@ async def round_trips(url: str, plan: Plan, level: int, clients_list: list[int],
     return points
 
 
-async def run_level(url: str, plan: Plan, level: int, loaded: int,
-                    log_dir: Path) -> dict[str, Any]:
+async def run_level(url: str, plan: Plan, level: int, loaded: int, log_dir: Path,
+                    script: floor.Script) -> dict[str, Any]:
     cards = plan.levels[level]
     say(f"level {level}: loading {cards - loaded:,} cards (to {cards:,}) …")
     load_s = await dataset.load(url, f"L{level}b", cards - loaded, due=False,
                                 progress=lambda n: say(f"  {loaded + n:,} cards"))
     out: dict[str, Any] = {"cards": cards, "load_s": round(load_s, 1)}
     clients = plan.concurrency if level == 0 else plan.growth_concurrency
-    out["round_trip"] = await round_trips(url, plan, level, clients, log_dir)
+    out["round_trip"] = await round_trips(url, plan, level, clients, log_dir, script)
     if plan.variants and level == 0:
-        out["variants"] = await variants.run(url, plan, level, [1, 16])
+        out["variants"] = await variants.run(url, plan, level, [1, 16], script)
     say(f"level {level}: sweep with nothing due …")
     conn = await connect(url)
     try:
@@ -141,9 +143,16 @@ async def run_level(url: str, plan: Plan, level: int, loaded: int,
             say(f"level {level}: {plan.due:,} cards due, sweeping …")
             due = await sweep.with_due(services, url, conn, f"L{level}d", plan.due)
             say(f"  handed over in {due['seconds']} s")
+            if plan.variants:
+                say(f"level {level}: {plan.due:,} more due, set-wise prototype …")
+                proto = await sweep.with_due(services, url, conn, f"L{level}p", plan.due,
+                                             prototype=True)
+                say(f"  handed over in {proto['seconds']} s")
     finally:
         await conn.close()
     out["sweep"] = {"none_due": none, "due": due}
+    if plan.variants:
+        out["sweep"]["due_set_wise_prototype"] = proto
     return out
 
 
@@ -154,15 +163,20 @@ async def run(plan: Plan, url: str, source: str, log_dir: Path) -> dict[str, Any
         "command": "python -m bench" + (" --quick" if plan.name == "quick" else ""),
         "started_at": started.isoformat(timespec="seconds"), "server_source": source,
         "machine": machine(await postgres_settings(url), url), "anchors": ANCHORS}
-    say("counting statements per round trip …")
-    report["statements"] = await count_statements(url)
+    say("recording one round trip through the service (the floor replays it) …")
+    script, report["statements"] = await record_round_trip(url)
+    say("the issue's anchor script under pgbench, on this machine now …")
+    report["calibration"] = await calibrate.run(url, plan.concurrency,
+                                                5.0 if plan.name == "full" else 2.0)
+    say(f"  {report['calibration'].get('rate_per_s') or report['calibration'].get('status')}")
     report["levels"] = []
     loaded = 0
     for level in range(len(plan.levels)):
-        report["levels"].append(await run_level(url, plan, level, loaded, log_dir))
-        loaded = plan.levels[level] + plan.due * (level + 1)
+        report["levels"].append(await run_level(url, plan, level, loaded, log_dir, script))
+        loaded = plan.levels[level] + plan.due * (level + 1) * (2 if plan.variants else 1)
     say(f"answer → frame: {plan.ws_clients:,} WebSocket clients, {plan.frame_answers} answers …")
-    report["frames"] = await live.answer_to_frame(url, log_dir, plan.ws_clients,
+    poster = roundtrip.ReplayFloor(script).post
+    report["frames"] = await live.answer_to_frame(url, log_dir, poster, plan.ws_clients,
                                                   plan.frame_answers)
     say(f"  p50 {report['frames']['latency'].get('p50_ms')} ms, "
         f"p99 {report['frames']['latency'].get('p99_ms')} ms, "
@@ -170,11 +184,11 @@ async def run(plan: Plan, url: str, source: str, log_dir: Path) -> dict[str, Any
     if plan.variants:
         say("answer → frame without NOTIFY (the hub polls every 50 ms) …")
         report["frames_poll_only"] = await live.answer_to_frame(
-            url, log_dir, plan.ws_clients, plan.frame_answers, tag="wsp", poll_only_s=0.05)
+            url, log_dir, poster, plan.ws_clients, plan.frame_answers, tag="wsp", poll_only_s=0.05)
         say(f"  p50 {report['frames_poll_only']['latency'].get('p50_ms')} ms, "
             f"p99 {report['frames_poll_only']['latency'].get('p99_ms')} ms")
     say(f"answer → claim: {plan.claim_answers} answers …")
-    report["claim"] = await live.answer_to_claim(url, log_dir, plan.claim_answers)
+    report["claim"] = await live.answer_to_claim(url, log_dir, poster, plan.claim_answers)
     say(f"  p50 {report['claim']['latency'].get('p50_ms')} ms, "
         f"p99 {report['claim']['latency'].get('p99_ms')} ms")
     finished = datetime.now(UTC)
@@ -192,6 +206,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="the JSON report (default: "
                         "bench/results/latest.json for a full run, quick.json for --quick)")
     parser.add_argument("--no-charts", action="store_true", help="do not redraw docs/img/")
+    parser.add_argument("--label", default="", help="a note stored in the report, e.g. which "
+                        "code was measured (with PYTHONPATH=<snapshot>/src)")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     out = args.out or RESULTS / ("latest.json" if plan.name == "full" else "quick.json")
@@ -202,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     log_dir = Path(tempfile.mkdtemp(prefix="maxclaw-bench-logs-"))
     try:
         report = roundtrip.run_async(run(plan, url, pg.source, log_dir))
+        report["label"] = args.label
     finally:
         db.drop()
         pg.stop()

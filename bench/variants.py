@@ -3,15 +3,15 @@
 - ``a_no_notify``: the floor with no ``pg_notify`` at all (the rev trigger skipped by
   ``maxclaw.notify = off``; the turns trigger, which notifies unconditionally, is swapped for
   a copy that honours the same setting, in this throwaway database only, then restored);
-- ``a_merged``: the floor with its statements merged (``bench.merged``): 5 round trips, not 25;
-- ``b_no_pool_reset``: the service with the pool's reset query skipped on release.
+- ``a_merged``: the floor with every write of a step merged into one statement
+  (``bench.merged``): 5 statements and no BEGIN/COMMIT per round trip.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench import merged, roundtrip
+from bench import floor, merged, roundtrip
 from bench.plan import Plan
 from bench.report import point_line, say
 from maxclaw.db.database import connect
@@ -45,15 +45,15 @@ async def _restore(url: str, definition: str) -> None:
         await conn.close()
 
 
-async def run(url: str, plan: Plan, level: int, clients_list: list[int]) -> list[dict[str, Any]]:
+async def run(url: str, plan: Plan, level: int, clients_list: list[int],
+              script: floor.Script) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     seconds = plan.warmup_s + plan.duration_s
     async with roundtrip.in_process(url) as services:
         identities = await roundtrip.make_identities(services, f"V{level}", max(clients_list))
-    async with roundtrip.in_process(url, pool_reset=False) as services:
         for n in clients_list:
             ids = identities[:n]
-            for mode in ("a_no_notify", "a_merged", "b_no_pool_reset"):
+            for mode in ("a_no_notify", "a_merged"):
                 stocks = await roundtrip.make_stocks(url, ids, roundtrip.stock_size(n, seconds))
                 tag = f"V{level}{mode[:3]}{n}"
                 say(f"variant {mode}, {n} client(s) …")
@@ -62,15 +62,12 @@ async def run(url: str, plan: Plan, level: int, clients_list: list[int]) -> list
                     try:
                         samples = await roundtrip.floor_point(
                             url, ids, stocks, tag, plan.warmup_s, plan.duration_s,
-                            setup="SET maxclaw.notify = 'off'")
+                            roundtrip.ReplayFloor(script), setup="SET maxclaw.notify = 'off'")
                     finally:
                         await _restore(url, original)
-                elif mode == "a_merged":
+                else:
                     samples = await roundtrip.floor_point(url, ids, stocks, tag, plan.warmup_s,
                                                           plan.duration_s, impl=merged)
-                else:
-                    samples = await roundtrip.service_point(url, services, ids, stocks, tag,
-                                                            plan.warmup_s, plan.duration_s)
                 out.append({"mode": mode, **samples.result(n),
                             "reused_threads": sum(s.reused for s in stocks)})
                 say("  " + point_line(out[-1], None))
