@@ -44,15 +44,21 @@ def test_positions_order_like_the_catch_up_query() -> None:
     assert max(Position(6, 0), Position(5, 10**9)) == Position(6, 0)
 
 
-async def test_offer_refuses_when_full_but_an_empty_queue_takes_any_frame() -> None:
+async def test_push_always_queues_and_over_limit_says_when_the_reader_lags() -> None:
     queue = SendQueue(max_chars=10)
-    assert queue.offer("x" * 25)  # larger than the bound, but the queue is empty
-    assert not queue.offer("y")
+    queue.push("x" * 25)  # one batch may take the queue over the bound
+    assert queue.over_limit
+    queue.push("y")
+    assert (len(queue), queue.chars) == (2, 26)
     assert await queue.get() == "x" * 25
-    assert queue.offer("abcd")
-    assert queue.offer("efgh")
-    assert not queue.offer("ijk")  # 4 + 4 + 3 > 10
-    assert (len(queue), queue.chars) == (2, 8)
+    assert not queue.over_limit
+    assert await queue.get() == "y"
+
+
+async def test_put_takes_any_frame_into_an_empty_queue() -> None:
+    queue = SendQueue(max_chars=4)
+    await asyncio.wait_for(queue.put("a much longer frame"), 1)
+    assert len(queue) == 1
 
 
 async def test_put_waits_for_room_and_keeps_order() -> None:
@@ -75,7 +81,7 @@ async def test_a_closed_queue_drops_frames_and_releases_waiters() -> None:
     queue.close()
     await asyncio.wait_for(waiting, 1)
     assert len(queue) == 0
-    assert queue.offer("more")
+    queue.push("more")
     assert len(queue) == 0
 
 

@@ -33,7 +33,6 @@ CLOSE_TRY_AGAIN = 1013  # the database is down: the client should reconnect late
 TOO_SLOW_REASON = "too slow to keep up: reconnect and subscribe with your last cursor"
 MAX_FRAME_CHARS = 64 * 1024
 MAX_THREADS = 500
-CATCH_UP_PAGE = 500
 CLOSE_TIMEOUT_S = 10.0
 
 
@@ -191,7 +190,7 @@ class Connection:
                 async with self.services.db.connection() as conn:
                     page = await store.read_changes(conn, [user], position,
                                                     threads=None if scope is None else list(scope),
-                                                    limit=CATCH_UP_PAGE)
+                                                    limit=self.hub.catch_up_page_size)
                 for change in page.changes:
                     await self.queue.put(frames.record_frame(change))
                 sent += len(page.changes)
@@ -259,7 +258,7 @@ class Connection:
             self.queue.close()  # nobody drains it any more: never let a put wait forever
 
     def _overflowed(self) -> None:
-        """Called by the hub (synchronously) when this client's queue is full."""
+        """Called by the hub (synchronously) when this client's backlog stays over the bound."""
         assert self.who is not None
         log.info("realtime client too slow; closing",
                  extra={"user_id": self.who.user_id, "code": CLOSE_TOO_SLOW})

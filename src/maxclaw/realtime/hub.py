@@ -7,9 +7,9 @@ the oldest position any of them is covered to, and offers each change to the soc
 holds it. Each subscription records how far it is covered, so a socket that joins while a read
 is in flight is simply read for in the next batch: no gap, whatever the timing.
 
-A socket whose send queue is full is detached and told to close (``on_overflow``); it resumes
-from the last cursor it received. Several replicas each run their own hub on the same database
-and see the same stream, so they behave as one.
+A socket whose send queue is still over its bound when new changes arrive is detached and told
+to close (``on_overflow``); it resumes from the last cursor it received. Several replicas each
+run their own hub on the same database and see the same stream, so they behave as one.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from maxclaw.realtime.store import Change, Changes
 
 log = logging.getLogger("maxclaw.realtime")
 
-DEFAULT_PAGE_SIZE = 1000
+DEFAULT_PAGE_SIZE = 1000  # rows per table per live read
+DEFAULT_CATCH_UP_PAGE_SIZE = 500  # rows per table per page of a subscription's catch-up
 DEFAULT_QUEUE_MAX_CHARS = 4 * 1024 * 1024
 MAX_BACKOFF_S = 5.0
 # Errors that mean "the database is not reachable right now": retry on the next tick.
@@ -84,10 +85,12 @@ class RealtimeHub:
 
     def __init__(self, db: Database, *, poll_s: float, registry: CollectorRegistry | None = None,
                  page_size: int = DEFAULT_PAGE_SIZE,
+                 catch_up_page_size: int = DEFAULT_CATCH_UP_PAGE_SIZE,
                  queue_max_chars: int = DEFAULT_QUEUE_MAX_CHARS) -> None:
         self.db = db
         self.poll_s = poll_s
         self.page_size = page_size
+        self.catch_up_page_size = catch_up_page_size
         self.queue_max_chars = queue_max_chars
         self.replica = uuid.uuid4().hex[:8]
         self.metrics = HubMetrics(registry)
@@ -208,22 +211,21 @@ class RealtimeHub:
         for sub in plan:
             if not sub.active:
                 continue  # detached while the read was in flight
-            overflowed = False
-            for change in by_user.get(sub.user_id, ()):
-                if change.position <= sub.covered or not sub.wants(change):
-                    continue
-                text = texts.get(id(change))
-                if text is None:
-                    text = texts[id(change)] = frames.record_frame(change)
-                if not sub.queue.offer(text):
-                    overflowed = True
-                    break
-                sent += 1
-            if overflowed:
+            mine = [c for c in by_user.get(sub.user_id, ())
+                    if c.position > sub.covered and sub.wants(c)]
+            if mine and sub.queue.over_limit:
+                # still more than the bound behind from earlier batches: too slow to keep up
                 self.detach(sub)
                 self.metrics.slow_closes.inc()
                 sub.on_overflow()
-            elif changes.end > sub.covered:
+                continue
+            for change in mine:
+                text = texts.get(id(change))
+                if text is None:
+                    text = texts[id(change)] = frames.record_frame(change)
+                sub.queue.push(text)
+            sent += len(mine)
+            if changes.end > sub.covered:
                 sub.covered = changes.end
         if sent:
             self.metrics.frames.labels("live").inc(sent)

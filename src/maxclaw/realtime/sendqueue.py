@@ -1,8 +1,11 @@
 """A socket's bounded queue of outgoing frames (bounded by characters, not by count).
 
-Live frames are offered without waiting (the hub fans out to every socket from one task and
-must never block on one slow client); catch-up frames and replies wait for room, which is how a
-slow reader paces its own snapshot.
+Live frames are pushed without waiting: the hub fans out to every socket from one task and must
+never block on one client. The bound is checked per batch instead: a socket whose backlog is
+already over it when new changes arrive is too slow and gets closed, so a queue holds at most
+the bound plus one batch. (Checking each frame would close a fast client too, whenever a single
+transaction writes more than the bound.) Catch-up frames and replies wait for room, which is how
+a slow reader paces its own snapshot.
 """
 
 from __future__ import annotations
@@ -50,14 +53,15 @@ class SendQueue:
         self._chars = 0
         self._room.set()
 
-    def offer(self, frame: str) -> bool:
-        """Queue ``frame`` now if it fits; False means the reader is too far behind."""
-        if self.closed:
-            return True  # dropped: the connection is being torn down anyway
-        if not self._fits(frame):
-            return False
-        self._append(frame)
-        return True
+    @property
+    def over_limit(self) -> bool:
+        """More than ``max_chars`` is waiting: the reader is not keeping up."""
+        return self._chars > self.max_chars
+
+    def push(self, frame: str) -> None:
+        """Queue ``frame`` now, whatever the backlog (the caller checks ``over_limit``)."""
+        if not self.closed:  # else dropped: the connection is being torn down anyway
+            self._append(frame)
 
     async def put(self, frame: str) -> None:
         """Queue ``frame``, waiting until the reader has made room."""
