@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 from alembic import command
 from alembic.config import Config
+
+from maxclaw.db.urls import plain_url
+
+# pg_advisory_lock key held while migrating (advisory locks are scoped to one database)
+MIGRATION_LOCK = 7356002
 
 
 def alembic_dir() -> Path:
@@ -26,11 +34,26 @@ def alembic_config(database_url: str) -> Config:
     return cfg
 
 
+@contextmanager
+def migration_lock(database_url: str) -> Iterator[None]:
+    """One migrator per database at a time. Replicas that start together on a fresh database
+    each run ``upgrade``; unserialised, all but one failed on duplicate catalog entries. The
+    ones that wait find the schema at head and do nothing."""
+    with psycopg.connect(plain_url(database_url), autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
 def upgrade(database_url: str, revision: str = "head") -> None:
     """``alembic upgrade <revision>`` against ``database_url``."""
-    command.upgrade(alembic_config(database_url), revision)
+    with migration_lock(database_url):
+        command.upgrade(alembic_config(database_url), revision)
 
 
 def downgrade(database_url: str, revision: str = "base") -> None:
     """``alembic downgrade <revision>`` against ``database_url``."""
-    command.downgrade(alembic_config(database_url), revision)
+    with migration_lock(database_url):
+        command.downgrade(alembic_config(database_url), revision)
