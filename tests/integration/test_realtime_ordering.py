@@ -7,6 +7,7 @@ import asyncio
 import random
 import secrets
 import time
+from functools import partial
 from typing import Any
 
 import asyncpg
@@ -127,6 +128,14 @@ class Load:
         threads.extend(created)  # other writers may use it once it is committed
 
 
+def holds_keys(client: Client, keys: set[tuple[str, Any]]) -> bool:
+    return keys <= client.state.keys()
+
+
+def has_a_message(client: Client) -> bool:
+    return any(key[0] == "messages" for key in client.state)
+
+
 async def test_a_late_commit_is_never_passed(database_url: str) -> None:
     """A takes a rev and stays open while B commits a later one. Guarantee: no client is sent
     B, nor given a cursor past A, until A commits; then both arrive, A first."""
@@ -155,9 +164,9 @@ async def test_a_late_commit_is_never_passed(database_url: str) -> None:
             assert newcomer.cursor is not None
             assert decode(newcomer.cursor) <= Position(int(a["xid"]), 0)
             await tx.commit()
+            both = {("messages", a["id"]), ("messages", b["id"])}
             for c in (client, newcomer):
-                await c.until(lambda c=c: {("messages", a["id"]), ("messages", b["id"])}
-                              <= c.state.keys())
+                await c.until(partial(holds_keys, c, both))
                 ids = [f["record"]["id"] for f in c.frames
                        if f["type"] == "record.upsert" and f["table"] == "messages"]
                 assert ids.index(a["id"]) < ids.index(b["id"])
@@ -408,7 +417,7 @@ async def test_one_read_per_batch_whatever_the_number_of_sockets(
             for u in users:
                 await conn.execute(INSERT_MESSAGE, u.user_id, u.main_thread_id, "to everyone")
         for c in clients:
-            await c.until(lambda c=c: any(k[0] == "messages" for k in c.state))
+            await c.until(partial(has_a_message, c))
         assert reads, "the hub read nothing"
         assert len(reads) <= 2  # the hint's batch (and at most one more it coalesced)
         assert all(n_users == 3 for n_users, _ in reads)  # all sockets' users in one read

@@ -51,8 +51,9 @@ async def test_token_in_header_or_query_gets_hello(srv: LiveServer) -> None:
         client = await srv.client(max_.token, in_query=in_query)
         assert client.hello is not None
         server_time = datetime.fromisoformat(client.hello["server_time"])
-        assert server_time.utcoffset() is not None
-        assert server_time.utcoffset().total_seconds() == 0
+        offset = server_time.utcoffset()
+        assert offset is not None
+        assert offset.total_seconds() == 0
         assert await client.reply({"op": "ping"}) == {"type": "pong"}
         await client.close()
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -85,8 +86,8 @@ async def test_a_closed_queue_drops_frames_and_releases_waiters() -> None:
     assert len(queue) == 0
 
 
-def _change(table: str, thread_id: str | None, row: dict[str, object]) -> Change:
-    return Change(table, Position(10, int(row["rev"])), "u1", thread_id, row)  # type: ignore[arg-type]
+def _change(table: str, thread_id: str | None, row: dict[str, Any]) -> Change:
+    return Change(table, Position(10, int(row["rev"])), "u1", thread_id, row)
 
 
 def test_record_frame_uses_the_client_projection_and_rfc3339() -> None:
