@@ -12,6 +12,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from maxclaw.realtime import store
 from maxclaw.realtime.cursor import Position, decode, encode
 from tests.cards import CHOICE, new_thread, post_card
 from tests.realtime_support import LiveServer, live_server
@@ -215,3 +216,47 @@ async def test_a_second_subscribe_replaces_the_first(srv: LiveServer) -> None:
     bodies = [f["record"]["body"] for f in client.frames if f.get("table") == "messages"]
     assert bodies == ["to b"]
     await client.close()
+
+
+async def test_an_unexpected_error_in_an_op_is_an_error_frame(
+        srv: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    max_ = await srv.user("max")
+    client = await srv.client(max_.token)
+
+    async def broken(*_: Any) -> None:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(srv.services.presence, "focus", broken)
+    error = await client.reply({"op": "focus", "thread_id": None})
+    assert error["type"] == "error"
+    assert error["code"] == "internal"
+    assert await client.reply({"op": "ping"}) == {"type": "pong"}  # still serving
+    await client.close()
+
+
+@pytest.mark.parametrize(("fault", "code", "close"), [
+    (TimeoutError("the pool timed out"), "unavailable", 1013),  # the database is not there
+    (asyncpg.QueryCanceledError("canceling statement due to statement timeout"), "internal",
+     1011),
+])
+async def test_a_failed_catch_up_says_so_and_closes(
+        srv: LiveServer, monkeypatch: pytest.MonkeyPatch, fault: Exception, code: str,
+        close: int) -> None:
+    max_ = await srv.user("max")
+    real = store.read_changes
+    srv.services.realtime.catch_up_page_size = 17  # marks the catch-up's reads
+
+    async def failing(conn: Any, users: Any, after: Any, **kwargs: Any) -> Any:
+        if kwargs.get("limit") == 17:
+            raise fault
+        return await real(conn, users, after, **kwargs)
+
+    monkeypatch.setattr(store, "read_changes", failing)
+    client = await srv.client(max_.token)
+    error = await client.reply({"op": "subscribe", "cursor": None})
+    assert error["type"] == "error"
+    assert error["code"] == code
+    with pytest.raises(ConnectionClosed) as closed:
+        await client.recv()
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == close

@@ -30,6 +30,7 @@ CLOSE_BAD_TOKEN = 4401
 CLOSE_AGENT_TOKEN = 4403
 CLOSE_TOO_SLOW = 4408
 CLOSE_TRY_AGAIN = 1013  # the database is down: the client should reconnect later
+CLOSE_INTERNAL = 1011
 TOO_SLOW_REASON = "too slow to keep up: reconnect and subscribe with your last cursor"
 MAX_FRAME_CHARS = 64 * 1024
 MAX_THREADS = 500
@@ -114,7 +115,14 @@ class Connection:
             elif len(text) > MAX_FRAME_CHARS:
                 await self._error("too_large", f"A frame is at most {MAX_FRAME_CHARS} characters.")
             else:
-                await self._handle(text)
+                try:
+                    await self._handle(text)
+                except Unavailable:
+                    await self._error("unavailable", "The database is unavailable; retry shortly.")
+                except Exception:  # a bug in one op must not take the connection down
+                    log.exception("realtime op failed", extra={"code": "internal"})
+                    await self._error("internal",
+                                      "Something went wrong on our side; it was logged.")
 
     async def _handle(self, text: str) -> None:
         try:
@@ -205,6 +213,10 @@ class Connection:
         except Unavailable:
             await self._error("unavailable", "The database is unavailable; reconnect shortly.")
             self._start_close(CLOSE_TRY_AGAIN, "the database is unavailable; retry shortly")
+        except Exception:  # e.g. a statement timeout: never leave the client waiting for synced
+            log.exception("realtime catch-up failed", extra={"code": "internal"})
+            await self._error("internal", "The catch-up failed; reconnect with your last cursor.")
+            self._start_close(CLOSE_INTERNAL, "catch-up failed; reconnect with your last cursor")
 
     # -- focus (presence) ---------------------------------------------------------------
 
