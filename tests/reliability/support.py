@@ -58,11 +58,14 @@ async def bound_agent_token(url: str, name: str, thread_id: str) -> str:
         await db.close()
 
 
-def client(base_url: str, token: str | None, **kw: Any) -> httpx.AsyncClient:
+def client(base_url: str, token: str | None, *, timeout: float = 30.0,
+           max_connections: int = 50, keepalive: bool = True) -> httpx.AsyncClient:
+    """An HTTP client for a real server. ``keepalive=False`` opens a connection per request:
+    after a 500 the server closes the connection, which would fail the next request."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=kw.pop("timeout", 30.0),
-                             limits=httpx.Limits(max_connections=kw.pop("max_connections", 50)),
-                             **kw)
+    limits = httpx.Limits(max_connections=max_connections,
+                          max_keepalive_connections=None if keepalive else 0)
+    return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout, limits=limits)
 
 
 def kill_hard(server: ServerProcess) -> None:
