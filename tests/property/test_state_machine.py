@@ -30,7 +30,8 @@ from tests.reliability.figures import record, scale
 from tests.reliability.invariants import assert_invariants
 
 ANSWERED = ("answered", "main-answered")
-CARDS = [[CHOICE], [TEXT], [SECRET], [OBJECT], [CHOICE, TEXT], [CHOICE, SECRET]]
+CARDS: list[list[dict[str, Any]]] = [[CHOICE], [TEXT], [SECRET], [OBJECT], [CHOICE, TEXT],
+                                     [CHOICE, SECRET]]
 THREADS = ["normal", "isolated", "category", "main"]
 OPS = ["card", "card_invalid", "decision", "push", "to_main", "sweep", "answer_for_max",
        "hand_back", "revoke"]

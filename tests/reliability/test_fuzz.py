@@ -83,7 +83,7 @@ def _fuzz(schema: Any, base_url: str, token: str, ids: dict[str, str],
     for result in schema.get_all_operations():
         operation = result.ok()
         names = {p.name for p in operation.iter_parameters() if p.location == "path"}
-        bindings = [None]
+        bindings: list[dict[str, str] | None] = [None]
         if names and names <= ids.keys():
             bindings.append({n: ids[n] for n in names})
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):

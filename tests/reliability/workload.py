@@ -14,6 +14,7 @@ import json
 import random
 import uuid
 from collections import Counter
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,8 +200,9 @@ class Workload:
     async def race(self, cid: str) -> None:
         """Several surfaces at once; sometimes Max taps "let Main decide" in the middle."""
         decision_id = await self.decision_of(cid)
-        jobs = [self.answer(cid, self.rng.choice(self.surfaces()), decision_id)
-                for _ in range(self.rng.randint(2, 5))]
+        jobs: list[Coroutine[Any, Any, Any]] = [
+            self.answer(cid, self.rng.choice(self.surfaces()), decision_id)
+            for _ in range(self.rng.randint(2, 5))]
         if self.rng.random() < 0.3:
             jobs.append(self.call("to_main", self.user, "POST", f"/v1/components/{cid}/to-main",
                                   ack=cid))
