@@ -31,7 +31,7 @@ from tests.reliability.support import (
     sweep_command,
     sweep_process,
 )
-from tests.reliability.workload import MAX_ANSWERS, Outcomes, Workload, lost_acks
+from tests.reliability.workload import MAX_ANSWERS, Outcomes, Watcher, Workload, lost_acks
 
 SERVER_ENV = {"MAXCLAW_SWEEP_INTERVAL_S": "0.5", "MAXCLAW_PUSH_ALLOW_PRIVATE_URLS": "true",
               "MAXCLAW_TURN_LEASE_S": "30"}
@@ -89,10 +89,10 @@ async def _trial(server: ServerProcess, parties: list[Party], threads: dict[str,
                       max_cards=40 * scale()) for p in parties]
     jobs: list[Any] = []
     for w in loads:
-        jobs += [w.card_worker() for _ in range(5)]
+        jobs += [w.card_worker() for _ in range(6)]
         jobs += [w.old_worker(existing), w.message_worker(), w.runtime_worker()]
     sweeps: list[subprocess.Popen[bytes]] = []
-    facts: dict[str, Any] = {"kill_after_s": round(rng.uniform(0.5, 4.0), 2)}
+    facts: dict[str, Any] = {"kill_after_s": round(rng.uniform(1.0, 5.0), 2)}
 
     async def operator() -> None:
         for _ in range(2):  # cron-style passes while the server is busy
@@ -136,6 +136,8 @@ async def test_kill_9_under_load_keeps_every_invariant(database_url: str, tmp_pa
         threads = {name: [*t[:2], *t[:2], *t] for name, t in threads.items()}
         async with client(server.base_url, None) as anon:
             paths = set((await anon.get("/openapi.json")).json()["paths"])
+        watcher = Watcher(server.base_url, parties[0].user_token)
+        watching = asyncio.create_task(watcher.run())
         for trial in range(trials):
             outcomes, facts = await _trial(server, parties, threads, paths, rng)
             all_outcomes += outcomes
@@ -163,6 +165,15 @@ async def test_kill_9_under_load_keeps_every_invariant(database_url: str, tmp_pa
         assert final.out.posted_calls == 3, final.out.statuses
         report = await check_url(database_url)
         violations += [f"after restart: {v}" for v in report.violations if v not in seen]
+        # max's WebSocket client, cut off by every kill, resumed from its cursor each time
+        confirmed = {i for o in [*all_outcomes[0::2], final.out] for i in o.message_ids}
+        try:
+            async with asyncio.timeout(60):
+                await watcher.wait_seen(confirmed)
+        except TimeoutError:
+            violations.append(f"{len(confirmed - watcher.seen)} confirmed rows never reached "
+                              "the reconnecting WebSocket client")
+        watching.cancel()
         violations += _double_winners(all_outcomes)
     finally:
         server.stop()
@@ -189,6 +200,7 @@ async def test_kill_9_under_load_keeps_every_invariant(database_url: str, tmp_pa
            outbox_rows=report.counts["outbox_rows"], webhook_deliveries=sum(
                receiver.deliveries.values()),
            duplicate_deliveries=sum(n - 1 for n in receiver.deliveries.values()),
+           websocket_reconnects=watcher.connects - 1, rows_seen_over_websocket=len(confirmed),
            invariant_violations=len(violations))
     statuses: Counter[str] = Counter()
     for o in all_outcomes:

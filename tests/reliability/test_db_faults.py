@@ -30,7 +30,7 @@ from tests.reliability.support import (
     terminate_backends,
     wait_ready,
 )
-from tests.reliability.workload import Outcomes, Workload, lost_acks
+from tests.reliability.workload import Outcomes, Watcher, Workload, lost_acks
 
 SERVER_ENV = {"MAXCLAW_SWEEP_INTERVAL_S": "0.5", "MAXCLAW_PUSH_ALLOW_PRIVATE_URLS": "true",
               "MAXCLAW_DB_COMMAND_TIMEOUT_S": "5"}
@@ -96,6 +96,14 @@ async def _catches_up(server: ServerProcess, party: Party, receiver: Receiver,
     return checks
 
 
+async def _watched(watcher: Watcher, outcomes: list[Outcomes]) -> int:
+    """Every row the server confirmed reached the reconnecting WebSocket client."""
+    confirmed = {i for o in outcomes for i in o.message_ids}
+    async with asyncio.timeout(60):
+        await watcher.wait_seen(confirmed)
+    return len(confirmed)
+
+
 async def _load_with_faults(server: ServerProcess, party: Party, threads: list[str],
                             paths: set[str], fault: Any, n_faults: int,
                             rng: random.Random) -> tuple[Outcomes, int]:
@@ -137,11 +145,16 @@ async def test_terminated_connections_give_503_then_recover(database_url: str,
     try:
         threads = await _setup(server.base_url, party, receiver)
         paths = await _paths(server.base_url)
+        watcher = Watcher(server.base_url, party.user_token)
+        watching = asyncio.create_task(watcher.run())
         outcomes, injected = await _load_with_faults(server, party, threads, paths, fault,
                                                      8 * scale(), random.Random(11))
         await _unavailable_shape(outcomes)
         await wait_ready(server.base_url, 30)
         checks = await _catches_up(server, party, receiver, threads, paths)
+        checks["rows_seen_over_websocket"] = await _watched(watcher, [outcomes])
+        checks["websocket_connects"] = watcher.connects
+        watching.cancel()
         lost = await lost_acks(database_url, [outcomes])
         report = await check_url(database_url)
     finally:
@@ -189,6 +202,8 @@ async def test_postgres_stopped_and_started_under_load(private_cluster: PrivateC
         (party,) = await provision(url, "max")
         threads = await _setup(server.base_url, party, receiver)
         paths = await _paths(server.base_url)
+        watcher = Watcher(server.base_url, party.user_token)
+        watching = asyncio.create_task(watcher.run())
         all_out: list[Outcomes] = []
         for _ in range(outages):
             async def fault() -> None:
@@ -201,6 +216,9 @@ async def test_postgres_stopped_and_started_under_load(private_cluster: PrivateC
             await _unavailable_shape(outcomes)
             recoveries.append(await wait_ready(server.base_url, 60))
         checks = await _catches_up(server, party, receiver, threads, paths)
+        checks["rows_seen_over_websocket"] = await _watched(watcher, all_out)
+        checks["websocket_connects"] = watcher.connects
+        watching.cancel()
         lost = await lost_acks(url, all_out)
         report = await check_url(url)
     finally:

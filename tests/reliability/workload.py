@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import WebSocketException
 
 from maxclaw.db.database import connect
 from tests.cards import CHOICE, OBJECT, SECRET, TEXT
@@ -69,6 +71,7 @@ class Outcomes:
     acked: list[tuple[str, str]] = field(default_factory=list)
     answers_fired: int = 0
     posted_calls: int = 0
+    message_ids: list[int] = field(default_factory=list)  # rows the server confirmed
 
     @property
     def requests(self) -> int:
@@ -129,6 +132,8 @@ class Workload:
             self.out.server_errors.append(f"{method} {url} → {resp.status_code} {resp.text[:300]}")
         if ack is not None and 200 <= resp.status_code < 300:
             self.out.acked.append((op, ack))
+        if op in ("post_row", "user_message") and resp.status_code == 201:
+            self.out.message_ids.append(int(resp.json()["id"]))
         return resp
 
     # ----- the pieces -----
@@ -202,7 +207,7 @@ class Workload:
         decision_id = await self.decision_of(cid)
         jobs: list[Coroutine[Any, Any, Any]] = [
             self.answer(cid, self.rng.choice(self.surfaces()), decision_id)
-            for _ in range(self.rng.randint(2, 5))]
+            for _ in range(self.rng.randint(3, 8))]
         if self.rng.random() < 0.3:
             jobs.append(self.call("to_main", self.user, "POST", f"/v1/components/{cid}/to-main",
                                   ack=cid))
@@ -295,3 +300,48 @@ async def lost_acks(url: str, outcomes: list[Outcomes]) -> list[str]:
     lost += [f"thread {t}: {n} messages confirmed, {messages[t]} stored"
              for t, n in sent.items() if messages[t] < n]
     return lost
+
+
+class Watcher:
+    """A user's WebSocket client that reconnects whenever it is cut off and resumes from the
+    last cursor it received (api.md: after such a reconnect nothing is missed)."""
+
+    def __init__(self, base_url: str, token: str) -> None:
+        self.url = base_url.replace("http://", "ws://") + f"/v1/ws?token={token}"
+        self.cursor: str | None = None
+        self.seen: set[int] = set()
+        self.connects = 0
+        self.resyncs = 0
+        self._news = asyncio.Event()
+
+    async def run(self) -> None:
+        """Until cancelled."""
+        while True:
+            try:
+                async with ws_connect(self.url, open_timeout=5) as ws:
+                    self.connects += 1
+                    await ws.send(json.dumps({"op": "subscribe", "cursor": self.cursor,
+                                              "threads": None}))
+                    async for raw in ws:
+                        self._take(json.loads(raw))
+            except (OSError, TimeoutError, WebSocketException):
+                pass  # cut off (server killed, database down): reconnect below
+            await asyncio.sleep(0.2)  # a client's reconnect pacing, not a synchronisation
+
+    def _take(self, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        if kind == "resync":  # the cursor is unknown: start again from a snapshot
+            self.resyncs += 1
+            self.cursor = None
+            raise WebSocketException("resync")
+        if kind in ("record.upsert", "synced"):
+            self.cursor = frame["cursor"]
+        if kind == "record.upsert" and frame["table"] == "messages":
+            self.seen.add(int(frame["record"]["id"]))
+            self._news.set()
+
+    async def wait_seen(self, ids: set[int]) -> None:
+        """Until every id in ``ids`` has arrived (wrap in a timeout)."""
+        while not ids <= self.seen:
+            self._news.clear()
+            await self._news.wait()
