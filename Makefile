@@ -10,11 +10,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
-PYTEST_ARGS ?= -n auto
+# --durations: CI logs name the slowest tests, so the suite's time stays visible
+PYTEST_ARGS ?= -n auto --durations=15
 
 # pip runs again only when pyproject.toml changes (the install is editable: code changes need
 # no reinstall); the stamps live inside .venv, so deleting .venv starts over cleanly
-DEPS_HASH := $(shell sha256sum pyproject.toml | cut -c1-16)
+DEPS_HASH := $(shell (sha256sum pyproject.toml 2>/dev/null || shasum -a 256 pyproject.toml) | cut -c1-16)
 RUN_STAMP := $(VENV)/.maxclaw-run-$(DEPS_HASH)
 TEST_STAMP := $(VENV)/.maxclaw-test-$(DEPS_HASH)
 
