@@ -144,6 +144,48 @@ async def test_bodies_strings_and_ids_beyond_the_limits(server: ServerProcess) -
     assert not check.problems, "\n".join(check.problems)
 
 
+async def test_text_postgresql_cannot_store_is_refused(server: ServerProcess) -> None:
+    """NUL characters (text and jsonb cannot hold U+0000) and lone surrogates (not UTF-8) in
+    every free-text field: a 4xx, never a 500, and the server keeps serving."""
+    v, thread, cid, decision = await _setup(server)
+    check = Checker()
+    headers = {"content-type": "application/json"}
+    async with client(server.base_url, v.user_token, keepalive=False) as user, \
+            client(server.base_url, v.agent_token, keepalive=False) as agent:
+        for name, bad in (("NUL", "\\u0000"), ("lone surrogate", "\\udc00")):
+            text = f'"a{bad}b"'
+            sends = [
+                (user, "/v1/threads", '{"title": ' + text + "}"),
+                (user, "/v1/threads", '{"title": "t", "category": ' + text + "}"),
+                (user, f"/v1/threads/{thread}/messages", '{"body": ' + text + "}"),
+                (user, f"/v1/components/{cid}/answer", '{"selected": [], "text": ' + text + "}"),
+                (user, f"/v1/decisions/{decision}/settle", '{"text": ' + text + "}"),
+                (user, "/v1/push/actions", '{"decision_id": ' + str(decision) +
+                 ', "action": "other", "text": ' + text + "}"),
+                (user, "/v1/push/devices", '{"platform": "webhook", "url": "https://example.com/'
+                 + bad + '", "secret": ' + text.replace("b", "b" * 20) + "}"),
+                (agent, f"/v1/agent/threads/{thread}/messages",
+                 '{"role": "assistant", "content": ' + text + "}"),
+                (agent, f"/v1/agent/threads/{thread}/messages",
+                 '{"role": "event", "body": "done", "source_meta": {"k": ' + text + "}}"),
+                (agent, f"/v1/agent/threads/{thread}/messages",
+                 '{"role": "tool", "tool_call_id": "nul", "content": {"k": ' + text + "}}"),
+                (agent, f"/v1/agent/threads/{thread}/messages",
+                 '{"role": "assistant", "content": null, "tool_calls": [{"id": "c' + name[0] +
+                 '", "name": "ask_user_question", "arguments": {"title": ' + text + "}}]}"),
+                (agent, "/v1/agent/turns/claim", '{"wait_s": 0, "runtime_id": ' + text + "}"),
+            ]
+            for c, path, raw in sends:
+                resp = await c.post(path, content=raw.encode(), headers=headers)
+                check.expect(f"{name} into POST {path.split('/v1/')[1][:50]} {raw[:50]}", resp,
+                             {200, 201, 204, 400, 404, 409, 422})
+        check.expect("GET messages afterwards", await user.get(
+            f"/v1/threads/{thread}/messages?limit=500"), {200})
+        check.expect("server still answers", await user.get("/v1/me"), {200})
+    record("abuse", cases=check.cases, problems=len(check.problems))
+    assert not check.problems, "\n".join(check.problems)
+
+
 async def test_deep_json_is_refused_now_and_never_poisons_a_read(server: ServerProcess) -> None:
     """10,000 nested arrays wherever a client can put JSON must be a 4xx. 300 levels parse
     fine, but are deeper than the response encoder goes (pydantic-core stops at 255): what is

@@ -28,6 +28,9 @@ SERVER_ENV = {"MAXCLAW_LOG_LEVEL": "DEBUG", "MAXCLAW_PUSH_ALLOW_PRIVATE_URLS": "
               "MAXCLAW_SWEEP_INTERVAL_S": "0.5"}
 
 
+UNSTORABLE_NOT_REFUSED: list[str] = []
+
+
 def plant(what: str) -> str:
     return f"sk-{what}-{uuid.uuid4().hex}"
 
@@ -50,7 +53,9 @@ async def _secret_card(agent: Any, thread: str, with_choice: bool = False) -> st
 async def _plant_secrets(base_url: str, v: Party) -> tuple[list[str], list[str], list[str]]:
     """Answer secret cards from every surface; returns (winners, losers, every response)."""
     winners, losers, texts = [], [], []
-    async with client(base_url, v.user_token) as user, client(base_url, v.agent_token) as agent:
+    # no keep-alive: after a 500 the server drops the connection, failing the next request
+    async with client(base_url, v.user_token, keepalive=False) as user, \
+            client(base_url, v.agent_token, keepalive=False) as agent:
         thread = (await user.post("/v1/threads", json={"title": "Ops"})).json()["id"]
         for surface in ("card", "decision", "push", "race", "card-with-choice"):
             cid = await _secret_card(agent, thread, with_choice=surface == "card-with-choice")
@@ -60,6 +65,17 @@ async def _plant_secrets(base_url: str, v: Party) -> tuple[list[str], list[str],
             resp = await user.post(f"/v1/components/{cid}/answer", json={"text": too_long})
             assert resp.status_code == 422, resp.text
             texts.append(resp.text)
+            # text PostgreSQL cannot store (a NUL, an unpaired surrogate): refused, not echoed
+            for bad in ("\\u0000", "\\udc00"):
+                unstorable = plant("unstorable")
+                losers.append(unstorable)
+                resp = await user.post(
+                    f"/v1/components/{cid}/answer",
+                    content=('{"text": "' + unstorable + bad + '"}').encode(),
+                    headers={"content-type": "application/json"})
+                if not 400 <= resp.status_code < 500:
+                    UNSTORABLE_NOT_REFUSED.append(f"{bad}: {resp.status_code} {resp.text}")
+                texts.append(resp.text)
             if surface == "race":
                 tries = [plant("race") for _ in range(8)]
                 got = await asyncio.gather(*[
@@ -193,6 +209,8 @@ async def test_planted_secrets_stay_in_their_one_body(private_cluster: PrivateCl
               for w in winners if sum(w in b for b in sensitive) != 1]
     leaks += [f"losing answer {s[:30]}… was stored" for s in losers
               for b in sensitive if s in b]
+    leaks += [f"an unstorable secret answer was not refused: {u}" for u in UNSTORABLE_NOT_REFUSED]
+    UNSTORABLE_NOT_REFUSED.clear()
     log_lines = len(places["server log"])
     record("secrets", secrets_planted=len(winners) + len(losers), winners=len(winners),
            losing_or_invalid=len(losers), rows_searched=n_rows, rest_responses=len(responses),
