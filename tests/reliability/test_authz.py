@@ -201,6 +201,16 @@ async def test_authorisation_matrix(server: ServerProcess) -> None:
                     problems.append(f"{where}: the response carries the victim's {leaked}")
                 if ep.path.endswith("/claim") and resp.status_code == 200:
                     problems.append(f"{where}: claimed turn {resp.json()['turn']}")
+    # the unauthenticated documents: probes, metrics, the OpenAPI document, the WebUI shell
+    async with client(server.base_url, None) as anon:
+        for path in ("/healthz", "/readyz", "/metrics", "/openapi.json", "/"):
+            resp = await anon.get(path)
+            checked += 1
+            if resp.status_code != 200:
+                problems.append(f"anonymous GET {path}: {resp.status_code}")
+            leaked = [m for m in victim.markers if m in resp.text]
+            if leaked:
+                problems.append(f"anonymous GET {path} carries the victim's {leaked}")
     after = await _state(server.database_url, victim)
     if after != before:
         problems.append(f"the victim's objects changed: {before} → {after}")
