@@ -222,8 +222,9 @@ async def test_deep_json_is_refused_now_and_never_poisons_a_read(server: ServerP
                 ok = {400, 404, 409, 413, 422} | ({201} if "/messages" in path else set())
                 check.expect(what, resp, ok)
                 if resp.status_code == 201 and '"deep' in raw:
+                    call_id = raw.split('"id": "', 1)[1].split('"', 1)[0]  # deepN or deepsN
                     check.expect(f"depth {depth}: execute the deep call", await agent.post(
-                        f"/v1/agent/threads/{thread}/tool-calls/deep{depth}/execute"), {422})
+                        f"/v1/agent/threads/{thread}/tool-calls/{call_id}/execute"), {422})
         # whatever was accepted must read back: the timeline, the history, a claim
         check.expect("GET messages after deep writes", await user.get(
             f"/v1/threads/{thread}/messages?limit=500"), {200})

@@ -18,6 +18,7 @@ from maxclaw.auth.service import Principal, parse_uuid
 from maxclaw.components.definitions import normalize_tool_call
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, Invalid, NotFound
+from maxclaw.jsonlimits import check_depth
 from maxclaw.timeline import store as timeline_store
 
 MAX_TEXT = 200_000
@@ -43,6 +44,7 @@ class AgentMessageService:
         """Append the runtime's row; returns ``{"id", "guard"}``."""
         thread_id = parse_uuid(thread_id)
         who.check_thread(thread_id)
+        check_depth(body, ["body"])
         role = body.get("role")
         turn_id = body.get("turn_id")
         if turn_id is not None and (isinstance(turn_id, bool) or not isinstance(turn_id, int)):

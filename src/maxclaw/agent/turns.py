@@ -25,7 +25,7 @@ import asyncpg
 from maxclaw.agent import turn_store as store
 from maxclaw.agent.history import answered_components, chat_history, chat_message, forged_notice
 from maxclaw.agent.listener import TurnListener
-from maxclaw.auth.service import Principal, parse_uuid
+from maxclaw.auth.service import Principal, parse_int_id, parse_uuid
 from maxclaw.clock import Clock
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, NotFound
@@ -41,13 +41,7 @@ NOT_RUNNING = ("This turn is no longer running (it finished, or its lease lapsed
 
 def parse_turn_id(value: str | int) -> int:
     """A turn id from a path; a malformed one names nothing (404), like a missing one."""
-    try:
-        turn_id = int(value)
-    except (TypeError, ValueError):
-        raise NotFound("No such turn.") from None
-    if not 0 < turn_id < 2**63:
-        raise NotFound("No such turn.")
-    return turn_id
+    return parse_int_id(value, "turn")
 
 
 def turn_projection(turn: dict[str, Any]) -> dict[str, Any]:

@@ -52,6 +52,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, RecursionError):  # the body parser gave up on absurd nesting
+            return error_response(400, "bad_request", "The JSON body is nested too deeply.")
+
         if is_connection_error(exc):
             return error_response(503, "unavailable", "The database is unavailable; retry shortly.")
         log.exception("unexpected error", extra={"method": request.method,

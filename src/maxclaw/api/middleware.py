@@ -22,10 +22,6 @@ async def _send_error(send: Send, status: int, code: str, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyGuard:
     """413 for bodies over the limit (declared or streamed); 400 for non-JSON bodies on /v1."""
 
@@ -49,29 +45,32 @@ class BodyGuard:
                 await _send_error(send, 400, "bad_request",
                                   "Send the body as JSON (Content-Type: application/json).")
                 return
+        # Read the body here (it is at most max_bytes), so a chunked body over the limit is a
+        # clean 413 before any route runs, rather than a parse error half-way through.
+        chunks: list[bytes] = []
         received = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal received
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
+            if message["type"] != "http.request":
+                break  # the client went away; the app sees a disconnect below
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
                 await _send_error(send, 413, "too_large", "The request body is over 1 MiB.")
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: wait for a disconnect, as servers do
+
+        await self.app(scope, replay, send)
 
 
 class AccessLog:

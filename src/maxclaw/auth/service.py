@@ -49,6 +49,17 @@ def parse_uuid(value: str, what: str = "thread") -> str:
         raise NotFound(f"No such {what}.") from None
 
 
+def parse_int_id(value: str | int, what: str) -> int:
+    """A positive bigint id from a path, or 404: a malformed or out-of-range id names nothing."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise NotFound(f"No such {what}.") from None
+    if not 0 < number < 2**63:
+        raise NotFound(f"No such {what}.")
+    return number
+
+
 TOKEN_CACHE_TTL_S = 30.0
 TOKEN_CACHE_SIZE = 10_000
 

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from maxclaw.errors import Invalid
+from maxclaw.jsonlimits import check_depth
 
 ASK_TOOL = "ask_user_question"
 LOCAL_ID = r"^[A-Za-z0-9_-]{1,64}$"
@@ -190,7 +191,7 @@ def _arguments(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise Invalid.at(["arguments"], "arguments are not valid JSON") from None
     return raw
 
@@ -210,6 +211,7 @@ def components_of_tool_call(call: Any) -> Card:
     args = _arguments(call.get("arguments"))
     if not isinstance(args, dict):
         raise Invalid.at(["arguments"], "arguments must be a JSON object")
+    check_depth(args, ["arguments"])
     try:
         parsed = CardArgs.model_validate(args)
     except ValidationError as exc:
@@ -253,8 +255,9 @@ def normalize_tool_call(call: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             pass  # kept as the string; components_of_tool_call reports it to the model
+    check_depth(raw, ["tool_calls", "arguments"])
     return {"id": call_id, "name": name, "arguments": raw}
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from maxclaw.db.urls import plain_url
-from maxclaw.errors import Unavailable
+from maxclaw.errors import Invalid, Unavailable
 
 # Exceptions that mean the server or the connection is gone (not a bug in our SQL).
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
@@ -34,9 +34,27 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+# A value the client sent that PostgreSQL cannot hold: an integer beyond int64, text with a NUL
+# or an unpaired surrogate (asyncpg's client-side DataError, which subclasses InterfaceError),
+# or the server refusing the characters. These are the client's 422, never a 503 or a 500.
+UNSTORABLE_VALUE: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions._base.DataError,  # client side: the argument could not be encoded
+    asyncpg.exceptions.DataError,  # SQLSTATE class 22, "data exception" (and its subclasses)
+)
+
+
 def is_connection_error(exc: BaseException) -> bool:
     """Whether ``exc`` says the database is unreachable (retry later), not that a query is wrong."""
-    return isinstance(exc, CONNECTION_ERRORS)
+    return isinstance(exc, CONNECTION_ERRORS) and not isinstance(exc, UNSTORABLE_VALUE)
+
+
+def _translate(exc: BaseException) -> Exception:
+    """The service's own error for a driver error at the boundary (the value is not echoed:
+    it may be a secret)."""
+    if isinstance(exc, UNSTORABLE_VALUE):
+        return Invalid.at(["body"], "a value cannot be stored: a number out of range, or text "
+                                    "with a NUL character or an unpaired surrogate")
+    return Unavailable("The database is unavailable; retry shortly.")
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -104,8 +122,8 @@ class Database:
         try:
             async with self.pool.acquire() as conn:
                 yield conn
-        except CONNECTION_ERRORS as exc:
-            raise Unavailable("The database is unavailable; retry shortly.") from exc
+        except (*CONNECTION_ERRORS, *UNSTORABLE_VALUE) as exc:
+            raise _translate(exc) from exc
 
     @asynccontextmanager
     async def transaction(self, *, notify: bool = True) -> AsyncIterator[asyncpg.Connection]:
@@ -119,8 +137,8 @@ class Database:
                 if not notify:
                     await conn.execute("SET LOCAL maxclaw.notify = 'off'")
                 yield conn
-        except CONNECTION_ERRORS as exc:
-            raise Unavailable("The database is unavailable; retry shortly.") from exc
+        except (*CONNECTION_ERRORS, *UNSTORABLE_VALUE) as exc:
+            raise _translate(exc) from exc
 
     async def ping(self) -> bool:
         """One round trip; False when it fails."""

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from maxclaw.auth.service import Principal
+from maxclaw.auth.service import Principal, parse_int_id
 from maxclaw.clock import Clock
 from maxclaw.components.answers import answer_summary
 from maxclaw.components.definitions import ComponentDefinition
@@ -112,14 +112,15 @@ class DecisionService:
             rows = await store.list_decisions(conn, who.user_id, status, check_limit(limit))
         return [decision_projection(r) for r in rows]
 
-    async def get(self, who: Principal, decision_id: int) -> dict[str, Any]:
+    async def get(self, who: Principal, decision_id: int | str) -> dict[str, Any]:
+        """One of the user's decisions, or 404."""
         async with self.db.connection() as conn:
-            row = await store.get(conn, who.user_id, decision_id)
+            row = await store.get(conn, who.user_id, parse_int_id(decision_id, "decision"))
         if row is None:
             raise NotFound("No such decision.")
         return decision_projection(row)
 
-    async def settle(self, who: Principal, decision_id: int, selected: Any, text: Any,
+    async def settle(self, who: Principal, decision_id: int | str, selected: Any, text: Any,
                      via: str = "decision") -> dict[str, Any]:
         """settle_from_carrier: answer the card the decision carries, then show the decision."""
         decision = await self.get(who, decision_id)
@@ -130,13 +131,15 @@ class DecisionService:
         await self.components.answer(who, decision["component_id"], selected, text, via)
         return await self.get(who, decision_id)
 
-    async def snooze(self, who: Principal, decision_id: int, minutes: Any) -> dict[str, Any]:
+    async def snooze(self, who: Principal, decision_id: int | str,
+                     minutes: Any) -> dict[str, Any]:
         """Hide Main's nudge bar for this decision for ``minutes``."""
         if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= 10080:
             raise Invalid.at(["body", "minutes"], "minutes must be an integer from 1 to 10080")
         until = self.clock.now() + timedelta(minutes=minutes)
         async with self.db.transaction() as conn:
-            row = await store.snooze(conn, who.user_id, decision_id, until)
+            row = await store.snooze(conn, who.user_id, parse_int_id(decision_id, "decision"),
+                                     until)
         if row is None:
             raise NotFound("No such decision.")
         return decision_projection(row)

@@ -13,7 +13,7 @@ import binascii
 import re
 from typing import Any
 
-from maxclaw.auth.service import Principal
+from maxclaw.auth.service import Principal, parse_int_id
 from maxclaw.errors import Invalid, NotFound, Unavailable
 from maxclaw.push import store
 from maxclaw.push.adapters.apns import ApnsAdapter
@@ -121,10 +121,7 @@ class PushService:
 
     async def delete_device(self, who: Principal, device_id: str) -> None:
         """Forget a device (its queued pushes go with it); another user's is 404."""
-        try:
-            numeric = int(device_id)
-        except ValueError:
-            raise NotFound("No such push device.") from None
+        numeric = parse_int_id(device_id, "push device")
         async with self.db.connection() as conn:
             if not await store.delete_device(conn, user_id=who.user_id, device_id=numeric):
                 raise NotFound("No such push device.")

@@ -29,13 +29,13 @@ async def list_decisions(who: UserPrincipal, services: Services, status: str = Q
 
 
 @router.post("/{decision_id}/settle")
-async def settle(decision_id: int, body: SettleBody, who: UserPrincipal,
+async def settle(decision_id: str, body: SettleBody, who: UserPrincipal,
                  services: Services) -> dict[str, Any]:
     return jsonable_encoder(await services.decisions.settle(who, decision_id, body.selected,
                                                             body.text, "decision"))
 
 
 @router.post("/{decision_id}/snooze")
-async def snooze(decision_id: int, body: SnoozeBody, who: UserPrincipal,
+async def snooze(decision_id: str, body: SnoozeBody, who: UserPrincipal,
                  services: Services) -> dict[str, Any]:
     return jsonable_encoder(await services.decisions.snooze(who, decision_id, body.minutes))
