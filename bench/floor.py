@@ -114,8 +114,11 @@ def _is_id(key: str, value: Any) -> bool:
 class Replay:
     """One round trip's substitutions: strings by substring, returned ids by value."""
 
-    def __init__(self, script: Script, user_id: str, thread_id: str, call_id: str) -> None:
+    def __init__(self, script: Script, user_id: str, thread_id: str, call_id: str,
+                 after_commit: str | None = None) -> None:
         self.script = script
+        self.after_commit = after_commit  # a prototype: a statement sent after each COMMIT
+        self.user_id = user_id
         self.strings = [(script.call_id, call_id), (script.thread_id, thread_id),
                         (script.user_id, user_id)]
         self.ids: dict[int, int] = {}
@@ -140,6 +143,8 @@ class Replay:
         for step in self.script.steps[phase]:
             if step.bracket:
                 await conn.execute(step.query)
+                if self.after_commit and step.query.upper().startswith("COMMIT"):
+                    await conn.execute(self.after_commit, self.user_id)
                 continue
             args = [self.value(a) if d else a for a, d in zip(step.args, step.dynamic,
                                                                 strict=True)]
@@ -154,9 +159,9 @@ class Replay:
 
 
 async def post(conn: asyncpg.Connection, script: Script, user_id: str, thread_id: str,
-               call_id: str) -> Replay:
+               call_id: str, after_commit: str | None = None) -> Replay:
     """The assistant row and ``execute`` (the card posted); returns the replay to answer."""
-    replay = Replay(script, user_id, thread_id, call_id)
+    replay = Replay(script, user_id, thread_id, call_id, after_commit)
     await replay.run(conn, "post")
     await replay.run(conn, "execute")
     return replay

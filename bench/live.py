@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 
 from bench import server
 from bench.stats import summary_ms
@@ -68,6 +69,25 @@ async def open_cards(conn: asyncpg.Connection, post: Poster, owners: list[dict[s
     return cards
 
 
+HUB_METRICS = ("maxclaw_realtime_batch_seconds_sum", "maxclaw_realtime_batch_seconds_count",
+               "maxclaw_realtime_hints_total", "maxclaw_realtime_frames_total")
+
+
+def hub_metrics(base_url: str) -> dict[str, float]:
+    """The realtime hub's own counters from ``/metrics``: catch-up batches, hints, frames."""
+    text = httpx.get(base_url + "/metrics", timeout=10).text
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in HUB_METRICS:
+            out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    batches = out.get("maxclaw_realtime_batch_seconds_count", 0.0)
+    if batches:
+        out["mean_batch_ms"] = round(
+            out["maxclaw_realtime_batch_seconds_sum"] / batches * 1000, 3)
+    return out
+
+
 def _load(job: dict[str, Any], timeout: float) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, "-m", "bench.live_load"], input=json.dumps(job),
                           capture_output=True, text=True, timeout=timeout, check=False)
@@ -101,6 +121,7 @@ async def answer_to_frame(url: str, log_dir: Path, post: Poster, clients: int, a
                "server_pid": srv.proc.pid, "tokens": [u["user"] for u in users],
                "answers": cards, "rate": rate}
         result = await asyncio.to_thread(_load, job, 600)
+        result["hub"] = await asyncio.to_thread(hub_metrics, srv.base_url)
     finally:
         srv.stop()
         if poll_only_s is not None:

@@ -8,7 +8,8 @@ from typing import Any
 
 MODE_NAMES = {"a": "(a) direct SQL (floor)", "b": "(b) in-process service",
               "c": "(c) HTTP API", "a_no_notify": "(a') floor, no NOTIFY",
-              "a_merged": "(a'') floor, merged statements"}
+              "a_merged": "(a'') floor, merged statements",
+              "a_notify_after_commit": "(a*) floor, NOTIFY after COMMIT"}
 _T0 = time.monotonic()
 
 

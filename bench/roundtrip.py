@@ -136,11 +136,13 @@ async def metered(url: str, groups: dict[str, list[int]],
 class ReplayFloor:
     """``bench.floor``'s replay of the recorded service statements, as a floor ``impl``."""
 
-    def __init__(self, script: floor.Script) -> None:
+    def __init__(self, script: floor.Script, after_commit: str | None = None) -> None:
         self.script = script
+        self.after_commit = after_commit
 
     async def post(self, conn: Any, user_id: str, thread_id: str, call_id: str) -> Any:
-        return await floor.post(conn, self.script, user_id, thread_id, call_id)
+        return await floor.post(conn, self.script, user_id, thread_id, call_id,
+                                self.after_commit)
 
     async def answer(self, conn: Any, handle: Any) -> None:
         await floor.answer(conn, handle)

@@ -156,7 +156,8 @@ async def run_level(url: str, plan: Plan, level: int, loaded: int, log_dir: Path
     return out
 
 
-async def run(plan: Plan, url: str, source: str, log_dir: Path) -> dict[str, Any]:
+async def run(plan: Plan, url: str, source: str, log_dir: Path,
+              only_live: bool = False) -> dict[str, Any]:
     started = datetime.now(UTC)
     report: dict[str, Any] = {
         "suite": "maxclaw-bench", "format": 1, "plan": plan.to_json(),
@@ -165,13 +166,14 @@ async def run(plan: Plan, url: str, source: str, log_dir: Path) -> dict[str, Any
         "machine": machine(await postgres_settings(url), url), "anchors": ANCHORS}
     say("recording one round trip through the service (the floor replays it) …")
     script, report["statements"] = await record_round_trip(url)
-    say("the issue's anchor script under pgbench, on this machine now …")
-    report["calibration"] = await calibrate.run(url, plan.concurrency,
-                                                5.0 if plan.name == "full" else 2.0)
-    say(f"  {report['calibration'].get('rate_per_s') or report['calibration'].get('status')}")
     report["levels"] = []
+    if not only_live:
+        say("the issue's anchor script under pgbench, on this machine now …")
+        report["calibration"] = await calibrate.run(url, plan.concurrency,
+                                                    5.0 if plan.name == "full" else 2.0)
+        say(f"  {report['calibration'].get('rate_per_s') or report['calibration']['status']}")
     loaded = 0
-    for level in range(len(plan.levels)):
+    for level in range(0 if only_live else len(plan.levels)):
         report["levels"].append(await run_level(url, plan, level, loaded, log_dir, script))
         loaded = plan.levels[level] + plan.due * (level + 1) * (2 if plan.variants else 1)
     say(f"answer → frame: {plan.ws_clients:,} WebSocket clients, {plan.frame_answers} answers …")
@@ -206,18 +208,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="the JSON report (default: "
                         "bench/results/latest.json for a full run, quick.json for --quick)")
     parser.add_argument("--no-charts", action="store_true", help="do not redraw docs/img/")
+    parser.add_argument("--only-live", action="store_true", help="only answer → frame and "
+                        "answer → claim (no bulk data, no round-trip table)")
     parser.add_argument("--label", default="", help="a note stored in the report, e.g. which "
                         "code was measured (with PYTHONPATH=<snapshot>/src)")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
-    out = args.out or RESULTS / ("latest.json" if plan.name == "full" else "quick.json")
+    out = args.out or RESULTS / ("live.json" if args.only_live else
+                                 "latest.json" if plan.name == "full" else "quick.json")
     pg = choose_server(args.database_url)
     db = BenchDatabase(pg)
     say(f"PostgreSQL: {pg.source}; creating database {db.name} …")
     url = db.create()
     log_dir = Path(tempfile.mkdtemp(prefix="maxclaw-bench-logs-"))
     try:
-        report = roundtrip.run_async(run(plan, url, pg.source, log_dir))
+        report = roundtrip.run_async(run(plan, url, pg.source, log_dir, args.only_live))
         report["label"] = args.label
     finally:
         db.drop()
@@ -226,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     out.write_text(json.dumps(report, indent=1) + "\n")
     print_report(report)
     print(f"\nreport: {out}  (server logs: {log_dir})")
-    if not args.no_charts:
+    if not args.no_charts and not args.only_live:
         from bench import chart
 
         # a full run draws the committed charts; a quick one draws next to its report

@@ -4,7 +4,11 @@
   ``maxclaw.notify = off``; the turns trigger, which notifies unconditionally, is swapped for
   a copy that honours the same setting, in this throwaway database only, then restored);
 - ``a_merged``: the floor with every write of a step merged into one statement
-  (``bench.merged``): 5 statements and no BEGIN/COMMIT per round trip.
+  (``bench.merged``): 5 statements and no BEGIN/COMMIT per round trip;
+- ``a_notify_after_commit``: no NOTIFY inside the transactions (as ``a_no_notify``), and the
+  same hints sent right after each COMMIT in a statement of their own. A transaction that
+  notifies holds a cluster-wide lock from its pre-commit until its commit record is flushed;
+  a notify-only transaction writes no WAL, so it holds that lock for microseconds.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from bench.report import point_line, say
 from maxclaw.db.database import connect
 
 TURN_FUNCTION = "maxclaw_turn_changed()"
+# the hints the triggers would have sent, once per transaction, after its commit
+HINT_AFTER_COMMIT = ("SELECT pg_notify('maxclaw_rev', json_build_object('u', $1::text)::text),"
+                     " pg_notify('maxclaw_turn', $1::text)")
 
 
 async def _silence_turn_notify(url: str) -> str:
@@ -53,16 +60,18 @@ async def run(url: str, plan: Plan, level: int, clients_list: list[int],
         identities = await roundtrip.make_identities(services, f"V{level}", max(clients_list))
         for n in clients_list:
             ids = identities[:n]
-            for mode in ("a_no_notify", "a_merged"):
+            for mode in ("a_no_notify", "a_notify_after_commit", "a_merged"):
                 stocks = await roundtrip.make_stocks(url, ids, roundtrip.stock_size(n, seconds))
-                tag = f"V{level}{mode[:3]}{n}"
+                tag = f"V{level}{mode[2:6]}{n}"
                 say(f"variant {mode}, {n} client(s) …")
-                if mode == "a_no_notify":
+                if mode in ("a_no_notify", "a_notify_after_commit"):
+                    after = HINT_AFTER_COMMIT if mode == "a_notify_after_commit" else None
                     original = await _silence_turn_notify(url)
                     try:
                         samples = await roundtrip.floor_point(
                             url, ids, stocks, tag, plan.warmup_s, plan.duration_s,
-                            roundtrip.ReplayFloor(script), setup="SET maxclaw.notify = 'off'")
+                            roundtrip.ReplayFloor(script, after),
+                            setup="SET maxclaw.notify = 'off'")
                     finally:
                         await _restore(url, original)
                 else:

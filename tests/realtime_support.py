@@ -203,7 +203,7 @@ def assert_same_state(held: State, expected: State) -> None:
     missing = sorted(str(k) for k in expected.keys() - held.keys())
     extra = sorted(str(k) for k in held.keys() - expected.keys())
     differ = sorted(str(k) for k in expected.keys() & held.keys() if held[k] != expected[k])
-    assert not (missing or extra or differ), (  # noqa: PT018 - one message for the whole diff
+    assert not (missing or extra or differ), (
         f"missing {missing[:10]} ({len(missing)}), extra {extra[:10]} ({len(extra)}), "
         f"different {differ[:10]} ({len(differ)}): "
         + "; ".join(f"{k}: held {held[k]} != {expected[k]}"

@@ -7,6 +7,7 @@ neither, commands use the embedded PostgreSQL in ``MAXCLAW_DATA_DIR``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -154,10 +155,8 @@ def _first_run_hint(settings: Settings) -> None:
     from maxclaw.errors import Conflict
 
     async def ensure_user(services: Any) -> str:
-        try:
+        with contextlib.suppress(Conflict):  # not the first run: max exists
             await services.auth.create_user("max")
-        except Conflict:
-            pass
         token: str = await services.auth.create_token("max", "user")
         return token
 
@@ -225,7 +224,7 @@ def token_create(
         migrate_or_fail(url)
 
         async def work(services: Any) -> str:
-            token: str = await services.auth.create_token(user, role, thread)  # type: ignore[arg-type]
+            token: str = await services.auth.create_token(user, role, thread)
             return token
 
         token = run_async(url, work)

@@ -66,7 +66,8 @@ class ComponentError(MaxclawError):
         "locked": "This question is with Main; answer it from the decisions panel or a push.",
         "not_transferable": "Main may not take this question; only Max can answer it.",
         "irreversible": (
-            "Guessing wrong here cannot be undone; it can't be answered on his behalf. Hand it back."
+            "Guessing wrong here cannot be undone; it can't be answered on his behalf. "
+            "Hand it back."
         ),
         "conflict": "This question is not in a state that allows that.",
     }

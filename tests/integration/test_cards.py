@@ -8,8 +8,17 @@ from typing import Any
 
 import pytest
 
-from tests.cards import CHOICE, OBJECT, SECRET, TEXT, ask_args, execute, new_thread, post_call, \
-    post_card
+from tests.cards import (
+    CHOICE,
+    OBJECT,
+    SECRET,
+    TEXT,
+    ask_args,
+    execute,
+    new_thread,
+    post_call,
+    post_card,
+)
 from tests.conftest import Harness
 
 
@@ -160,7 +169,7 @@ async def test_invalid_answers_are_422_and_change_nothing(harness: Harness, kind
                   "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]},
         "noother": {**CHOICE, "allow_other": False},
     }
-    call_id, content = await post_card(a.agent, tid, questions[kind])
+    _, content = await post_card(a.agent, tid, questions[kind])
     cid = content["components"][0]["id"]
     resp = await a.user.post(f"/v1/components/{cid}/answer", json=body)
     assert resp.status_code == 422, resp.text

@@ -26,7 +26,8 @@ async def push_harness(database_url: str) -> AsyncIterator[Harness]:
 
 async def prepared_card(h: Harness, a: Actor, with_main: bool) -> tuple[str, str, int]:
     device = await a.user.post("/v1/push/devices", json={
-        "platform": "webhook", "url": "http://127.0.0.1:9/hook", "secret": "s3cret-webhook-key-0123"})
+        "platform": "webhook", "url": "http://127.0.0.1:9/hook",
+        "secret": "s3cret-webhook-key-0123"})
     assert device.status_code == 201, device.text
     tid = await new_thread(a.user)
     _, content = await post_card(a.agent, tid, CHOICE)

@@ -27,7 +27,7 @@ async def main_tool(a: Actor, name: str, args: dict[str, Any]) -> Any:
 
 async def card_with_main(a: Actor, *questions: dict[str, Any], **card: Any) -> tuple[str, str]:
     tid = await new_thread(a.user)
-    call_id, content = await post_card(a.agent, tid, *(questions or (CHOICE,)), **card)
+    _, content = await post_card(a.agent, tid, *(questions or (CHOICE,)), **card)
     cid = content["components"][0]["id"]
     resp = await a.user.post(f"/v1/components/{cid}/to-main")
     assert resp.status_code == 200, resp.text
@@ -148,8 +148,8 @@ async def test_answer_for_max_needs_a_reason(harness: Harness) -> None:
 
 async def test_irreversible_is_handed_over_but_only_handed_back(harness: Harness) -> None:
     a = await harness.actor("max")
-    tid, cid = await card_with_main(a, CHOICE, stakes="irreversible")
-    handoff = [m for m in await thread_messages(a, a.main_thread_id) if m["role"] == "user"][0]
+    _, cid = await card_with_main(a, CHOICE, stakes="irreversible")
+    handoff = next(m for m in await thread_messages(a, a.main_thread_id) if m["role"] == "user")
     assert "irreversible" in handoff["body"]
     refused = await main_tool(a, "answer_for_max", {"component_id": cid, "selected": ["keep"],
                                                     "reason": "r"})
@@ -192,7 +192,7 @@ async def test_revoke_only_from_main_answered(harness: Harness) -> None:
 async def test_the_full_revoke_story(harness: Harness) -> None:
     a = await harness.actor("max")
     tid = await new_thread(a.user, title="Schema work")
-    call_id, content = await post_card(a.agent, tid, CHOICE, main_after_minutes=0)
+    _, content = await post_card(a.agent, tid, CHOICE, main_after_minutes=0)
     cid = content["components"][0]["id"]
     swept = await harness.services.components.sweep_due()
     assert swept == {"handed_to_main": 1, "kept_open": 0}

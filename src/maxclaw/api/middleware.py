@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -106,7 +105,7 @@ class AccessLog:
                                            "duration_ms": round(elapsed * 1000, 2)})
 
 
-def _route_template(scope: dict[str, Any]) -> str:
+def _route_template(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
     return str(path) if path else "unmatched"

@@ -99,7 +99,8 @@ class AuthService:
         async with self.db.transaction() as conn:
             user = await store.user_by_name(conn, user_name)
             if user is None:
-                raise NotFound(f"No user named {user_name!r}; create it with `maxclaw user create`.")
+                raise NotFound(f"No user named {user_name!r}; "
+                               "create it with `maxclaw user create`.")
             if thread_id is not None:
                 thread_id = parse_uuid(thread_id)
                 if await store.thread_owner(conn, thread_id) != user["id"]:

@@ -7,6 +7,7 @@ read it through this function, so they cannot disagree about what a card is.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Annotated, Any, Literal
 
@@ -155,10 +156,8 @@ class ComponentDefinition(BaseModel):
         return self.kind == "secret"
 
     def option_label(self, option_id: str) -> str:
-        for item in (*self.options, *self.actions):
-            if item.id == option_id:
-                return item.label
-        return option_id
+        labels = {o.id: o.label for o in self.options} | {a.id: a.label for a in self.actions}
+        return labels.get(option_id, option_id)
 
 
 class Card(BaseModel):
@@ -205,7 +204,8 @@ def components_of_tool_call(call: Any) -> Card:
         raise Invalid.at([], "a tool call must be an object with id, name and arguments")
     call_id, name = call.get("id"), call.get("name")
     if not isinstance(call_id, str) or not 1 <= len(call_id) <= MAX_TOOL_CALL_ID:
-        raise Invalid.at(["id"], f"a tool call id is a string of 1 to {MAX_TOOL_CALL_ID} characters")
+        raise Invalid.at(["id"],
+                         f"a tool call id is a string of 1 to {MAX_TOOL_CALL_ID} characters")
     if name != ASK_TOOL:
         raise Invalid.at(["name"], f"not an {ASK_TOOL} call")
     args = _arguments(call.get("arguments"))
@@ -246,17 +246,16 @@ def normalize_tool_call(call: Any) -> dict[str, Any]:
     ``{"id", "name", "arguments"}`` and return ours (arguments parsed when they are JSON)."""
     if not isinstance(call, dict):
         raise Invalid.at(["tool_calls"], "each tool call must be an object")
-    fn = call.get("function") if isinstance(call.get("function"), dict) else call
+    fn: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else call
     call_id, name, raw = call.get("id"), fn.get("name"), fn.get("arguments", {})
     if not isinstance(call_id, str) or not 1 <= len(call_id) <= MAX_TOOL_CALL_ID:
         raise Invalid.at(["tool_calls", "id"], "each tool call needs a string id")
     if not isinstance(name, str) or not name:
         raise Invalid.at(["tool_calls", "name"], "each tool call needs a function name")
     if isinstance(raw, str):
-        try:
+        # unreadable arguments are kept as the string; components_of_tool_call reports them
+        with contextlib.suppress(ValueError, RecursionError):
             raw = json.loads(raw) if raw.strip() else {}
-        except (ValueError, RecursionError):
-            pass  # kept as the string; components_of_tool_call reports it to the model
     check_depth(raw, ["tool_calls", "arguments"])
     return {"id": call_id, "name": name, "arguments": raw}
 

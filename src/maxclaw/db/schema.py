@@ -253,7 +253,8 @@ push_devices = sa.Table(
     sa.Column("user_id", pg.UUID(as_uuid=False),
               sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
     sa.Column("platform", sa.Text, nullable=False),
-    # platform-specific address: endpoint+keys (webpush), token/topic/environment (apns), url (webhook)
+    # platform-specific address: endpoint+keys (webpush), token/topic/environment (apns),
+    # url (webhook)
     sa.Column("config", pg.JSONB, nullable=False),
     sa.Column("secret", sa.Text),
     sa.Column("created_at", TS, nullable=False, server_default=NOW),

@@ -20,22 +20,22 @@ class AnswerBody(BaseModel):
 
 @router.get("/{component_id}")
 async def get_component(component_id: str, who: UserPrincipal,
-                        services: Services) -> dict[str, Any]:
+                        services: Services) -> Any:
     return jsonable_encoder(await services.components.get(who, component_id))
 
 
 @router.post("/{component_id}/answer")
 async def answer(component_id: str, body: AnswerBody, who: UserPrincipal,
-                 services: Services) -> dict[str, Any]:
+                 services: Services) -> Any:
     return jsonable_encoder(await services.components.answer(who, component_id, body.selected,
                                                              body.text, "card"))
 
 
 @router.post("/{component_id}/to-main")
-async def to_main(component_id: str, who: UserPrincipal, services: Services) -> dict[str, Any]:
+async def to_main(component_id: str, who: UserPrincipal, services: Services) -> Any:
     return jsonable_encoder(await services.components.to_main(who, component_id))
 
 
 @router.post("/{component_id}/revoke")
-async def revoke(component_id: str, who: UserPrincipal, services: Services) -> dict[str, Any]:
+async def revoke(component_id: str, who: UserPrincipal, services: Services) -> Any:
     return jsonable_encoder(await services.components.revoke(who, component_id))

@@ -30,12 +30,12 @@ async def list_decisions(who: UserPrincipal, services: Services, status: str = Q
 
 @router.post("/{decision_id}/settle")
 async def settle(decision_id: str, body: SettleBody, who: UserPrincipal,
-                 services: Services) -> dict[str, Any]:
+                 services: Services) -> Any:
     return jsonable_encoder(await services.decisions.settle(who, decision_id, body.selected,
                                                             body.text, "decision"))
 
 
 @router.post("/{decision_id}/snooze")
 async def snooze(decision_id: str, body: SnoozeBody, who: UserPrincipal,
-                 services: Services) -> dict[str, Any]:
+                 services: Services) -> Any:
     return jsonable_encoder(await services.decisions.snooze(who, decision_id, body.minutes))
