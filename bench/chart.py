@@ -20,7 +20,8 @@ from bench.report import MODE_NAMES
 from bench.stats import QUANTILES
 
 COLORS = {"a": "#1b9e77", "b": "#7570b3", "c": "#d95f02", "a_no_notify": "#66a61e",
-          "a_merged": "#e7298a", "a_notify_after_commit": "#a6761d"}
+          "a_merged": "#e7298a", "a_notify_after_commit": "#a6761d", "c_again": "#fdae6b",
+          "c_patched": "#e6550d"}
 
 
 def _cdf(ax: Any, summary: dict[str, Any], label: str, color: str, style: str = "-") -> None:

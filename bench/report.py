@@ -9,7 +9,9 @@ from typing import Any
 MODE_NAMES = {"a": "(a) direct SQL (floor)", "b": "(b) in-process service",
               "c": "(c) HTTP API", "a_no_notify": "(a') floor, no NOTIFY",
               "a_merged": "(a'') floor, merged statements",
-              "a_notify_after_commit": "(a*) floor, NOTIFY after COMMIT"}
+              "a_notify_after_commit": "(a*) floor, NOTIFY after COMMIT",
+              "c_again": "(c) HTTP API, again",
+              "c_patched": "(c') HTTP, async deps, no telemetry"}
 _T0 = time.monotonic()
 
 

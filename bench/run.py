@@ -132,7 +132,7 @@ async def run_level(url: str, plan: Plan, level: int, loaded: int, log_dir: Path
     clients = plan.concurrency if level == 0 else plan.growth_concurrency
     out["round_trip"] = await round_trips(url, plan, level, clients, log_dir, script)
     if plan.variants and level == 0:
-        out["variants"] = await variants.run(url, plan, level, [1, 16], script)
+        out["variants"] = await variants.run(url, plan, level, [1, 16], script, log_dir)
     say(f"level {level}: sweep with nothing due …")
     conn = await connect(url)
     try:

@@ -50,13 +50,15 @@ class Server:
                 self.proc.wait()
 
 
-def start(database_url: str, log_path: Path, env: dict[str, str] | None = None) -> Server:
-    """Start ``python -m maxclaw.cli serve`` and wait until ``/readyz`` answers 200."""
+def start(database_url: str, log_path: Path, env: dict[str, str] | None = None,
+          module: str = "maxclaw.cli") -> Server:
+    """Start ``python -m <module> serve`` (the real CLI unless a prototype launcher is named)
+    and wait until ``/readyz`` answers 200."""
     port = free_port()
     full_env = {**os.environ, "MAXCLAW_DATABASE_URL": database_url, "MAXCLAW_LOG_JSON": "true",
                 **(env or {})}
     log = log_path.open("ab")
-    proc = subprocess.Popen([sys.executable, "-m", "maxclaw.cli", "serve", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", module, "serve", "--port", str(port)],
                             env=full_env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -8,14 +8,19 @@
 - ``a_notify_after_commit``: no NOTIFY inside the transactions (as ``a_no_notify``), and the
   same hints sent right after each COMMIT in a statement of their own. A transaction that
   notifies holds a cluster-wide lock from its pre-commit until its commit record is flushed;
-  a notify-only transaction writes no WAL, so it holds that lock for microseconds.
+  a notify-only transaction writes no WAL, so it holds that lock for microseconds;
+- ``c_patched`` next to ``c_again`` (16 clients): the HTTP round trip against
+  ``bench.serve_patched`` (the ``Services`` dependency async, FastAPI telemetry off) and
+  against the real ``maxclaw serve`` right before it.
 """
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
-from bench import floor, merged, roundtrip
+from bench import floor, merged, roundtrip, server
 from bench.plan import Plan
 from bench.report import point_line, say
 from maxclaw.db.database import connect
@@ -53,7 +58,7 @@ async def _restore(url: str, definition: str) -> None:
 
 
 async def run(url: str, plan: Plan, level: int, clients_list: list[int],
-              script: floor.Script) -> list[dict[str, Any]]:
+              script: floor.Script, log_dir: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     seconds = plan.warmup_s + plan.duration_s
     async with roundtrip.in_process(url) as services:
@@ -80,4 +85,18 @@ async def run(url: str, plan: Plan, level: int, clients_list: list[int],
                 out.append({"mode": mode, **samples.result(n),
                             "reused_threads": sum(s.reused for s in stocks)})
                 say("  " + point_line(out[-1], None))
+        n = max(clients_list)
+        for mode, module in (("c_again", "maxclaw.cli"), ("c_patched", "bench.serve_patched")):
+            say(f"variant {mode}, {n} clients …")
+            ids = identities[:n]
+            stocks = await roundtrip.make_stocks(url, ids, roundtrip.stock_size(n, seconds))
+            srv = await asyncio.to_thread(server.start, url, log_dir / f"serve-{mode}.log",
+                                          None, module)
+            try:
+                samples, reused = await roundtrip.http_point(
+                    url, srv, ids, stocks, f"V{level}{mode}", plan.warmup_s, plan.duration_s)
+            finally:
+                srv.stop()
+            out.append({"mode": mode, **samples.result(n), "reused_threads": reused})
+            say("  " + point_line(out[-1], None))
     return out
