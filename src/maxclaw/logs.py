@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import traceback
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +20,32 @@ SAFE_FIELDS = frozenset({
 })
 
 
+def redacted_traceback(exc_info: Any) -> str:
+    """A traceback with every frame but without exception *messages*.
+
+    Driver errors quote the parameters they choke on (asyncpg puts part of a value in its
+    message), and a parameter may be a secret answer; the exception types and the frames are
+    what an operator needs to find the bug.
+    """
+    _, value, _ = exc_info
+    if value is None:
+        return ""
+    parts: list[str] = []
+    exc: BaseException | None = value
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        frames = "".join(traceback.format_tb(exc.__traceback__))
+        parts.append(f"{frames}{type(exc).__module__}.{type(exc).__qualname__} "
+                     "(message withheld from logs)")
+        exc = exc.__cause__ or exc.__context__
+    return "\n-- which led to --\n".join(reversed(parts))
+
+
 class JsonFormatter(logging.Formatter):
+    def formatException(self, ei: Any) -> str:  # noqa: N802 (logging's name)
+        return redacted_traceback(ei)
+
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
@@ -36,6 +62,9 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    def formatException(self, ei: Any) -> str:  # noqa: N802 (logging's name)
+        return redacted_traceback(ei)
+
     def format(self, record: logging.LogRecord) -> str:
         extras = " ".join(f"{k}={record.__dict__[k]}" for k in sorted(SAFE_FIELDS)
                           if k in record.__dict__)

@@ -76,3 +76,24 @@ def test_configure_logging_text_on_request(root_logger: logging.Logger,
     configure_logging("debug", json_output=False)
     logging.getLogger("maxclaw.x").debug("hello", extra={"count": 3})
     assert stream.getvalue() == "D maxclaw.x: hello  count=3\n"
+
+
+def test_exception_messages_are_withheld_but_frames_kept() -> None:
+    import logging
+    import sys
+
+    from maxclaw.logs import JsonFormatter, TextFormatter
+
+    secret = "-".join(["planted", "value", "123"])  # not a literal: source lines are shown
+    try:
+        try:
+            raise ValueError(f"{secret} in a driver message")
+        except ValueError as inner:
+            raise RuntimeError(f"wrapped {secret}") from inner
+    except RuntimeError:
+        record = logging.LogRecord("t", logging.ERROR, __file__, 1, "boom", None, sys.exc_info())
+    for formatter in (JsonFormatter(), TextFormatter()):
+        out = formatter.format(record)
+        assert secret not in out
+        assert "builtins.ValueError" in out and "builtins.RuntimeError" in out
+        assert "test_exception_messages_are_withheld_but_frames_kept" in out
