@@ -36,7 +36,9 @@ async def _agent(who: Annotated[Principal, Depends(_principal)]) -> Principal:
     return who
 
 
-def _services(request: Request) -> Any:
+async def _services(request: Request) -> Any:
+    # async on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, which cost
+    # a thread hop on every request (measured by bench/variants.py)
     return request.app.state.services
 
 
