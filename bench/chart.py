@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from bench.stats import QUANTILES
 
 COLORS = {"a": "#1b9e77", "b": "#7570b3", "c": "#d95f02", "a_no_notify": "#66a61e",
           "a_merged": "#e7298a", "a_notify_after_commit": "#a6761d", "c_again": "#fdae6b",
-          "c_patched": "#e6550d"}
+          "c_patched": "#e31a1c"}
 
 
 def _cdf(ax: Any, summary: dict[str, Any], label: str, color: str, style: str = "-") -> None:
@@ -108,7 +109,8 @@ def _cpu_bars(ax: Any, points: list[tuple[str, dict[str, Any]]]) -> None:
                    label=name if i == 0 or key not in cpu else None)
             bottom += value
         ax.text(i, bottom, f"{bottom:.1f}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(points)), [label for label, _ in points], fontsize=8)
+    ax.set_xticks(range(len(points)), [textwrap.fill(label, 14) for label, _ in points],
+                  fontsize=7)
     ax.set_ylabel("CPU ms per round trip")
     ax.grid(True, axis="y", alpha=0.3)
 
@@ -117,9 +119,9 @@ def cpu_chart(report: dict[str, Any], path: Path) -> Path:
     """Where a round trip's CPU goes, per mode, at 16 clients on the first level."""
     level = report["levels"][0]
     n = max(p["clients"] for p in level["round_trip"])
-    points = [(MODE_NAMES.get(p["mode"], p["mode"]).split(" ", 1)[1], p)
+    points = [(MODE_NAMES.get(p["mode"], p["mode"]), p)
               for p in level["round_trip"] + level.get("variants", []) if p["clients"] == n]
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(11, 4.8))
     _cpu_bars(ax, points)
     handles, labels = ax.get_legend_handles_labels()
     seen = dict(zip(labels, handles, strict=True))

@@ -45,6 +45,23 @@ class Samples:
                 "completed": self.completed}
 
     @classmethod
+    def merge(cls, parts: list[Samples]) -> Samples:
+        """Slices of one mode (interleaved with the other modes) as one point; CPU per round
+        trip weighted by the round trips of each slice."""
+        out = cls(window_s=sum(p.window_s for p in parts))
+        for p in parts:
+            out.total += p.total
+            out.answer += p.answer
+            out.errors += p.errors
+            out.first_error = out.first_error or p.first_error
+            out.completed += p.completed
+        keys = {k for p in parts for k in p.cpu_ms}
+        if out.completed:
+            out.cpu_ms = {k: round(sum(p.cpu_ms.get(k, 0.0) * p.completed for p in parts)
+                                   / out.completed, 3) for k in sorted(keys)}
+        return out
+
+    @classmethod
     def from_json(cls, data: dict[str, Any]) -> Samples:
         return cls(data["window_s"], data["total"], data["answer"], data["errors"],
                    data["first_error"], data["completed"])

@@ -28,6 +28,7 @@ from bench import (
     sweep,
     variants,
 )
+from bench.loop import Samples
 from bench.pg import BenchDatabase, choose_server, machine, postgres_settings
 from bench.plan import FULL, QUICK, Plan
 from bench.report import point_line, print_report, say
@@ -87,38 +88,55 @@ async def round_trips(url: str, plan: Plan, level: int, clients_list: list[int],
                       log_dir: Path, script: floor.Script) -> list[dict[str, Any]]:
     """Modes a, b, c side by side at each concurrency (interleaved, so drift hits all three)."""
     points: list[dict[str, Any]] = []
-    seconds = plan.warmup_s + plan.duration_s
     async with roundtrip.in_process(url) as services:
         identities = await roundtrip.make_identities(services, f"L{level}",
                                                      max(clients_list))
         for n in clients_list:
-            ids = identities[:n]
-            say(f"level {level}: {n} client(s): (a) floor …")
-            stocks = await roundtrip.make_stocks(url, ids, roundtrip.stock_size(n, seconds))
-            a = await roundtrip.floor_point(url, ids, stocks, f"L{level}a{n}", plan.warmup_s,
-                                            plan.duration_s, roundtrip.ReplayFloor(script))
-            points.append(_result(a, "a", n, sum(s.reused for s in stocks)))
-            rate_a = points[-1]["rate_per_s"]
-            say("  " + point_line(points[-1], rate_a))
-            stocks = await roundtrip.make_stocks(url, ids,
-                                                 roundtrip.stock_size(n, seconds, rate_a))
-            b = await roundtrip.service_point(url, services, ids, stocks, f"L{level}b{n}",
-                                              plan.warmup_s, plan.duration_s)
-            points.append(_result(b, "b", n, sum(s.reused for s in stocks)))
-            say("  " + point_line(points[-1], rate_a))
-            stocks = await roundtrip.make_stocks(url, ids,
-                                                 roundtrip.stock_size(n, seconds, rate_a))
-            # the server runs only for its own points, so its background work (listener,
-            # dispatcher, sweeper) never competes with (a) and (b)
-            srv = await asyncio.to_thread(server.start, url, log_dir / f"serve-L{level}.log")
-            try:
-                c, reused = await roundtrip.http_point(url, srv, ids, stocks, f"L{level}c{n}",
-                                                       plan.warmup_s, plan.duration_s)
-                rss = srv.rss_mb()
-            finally:
-                srv.stop()
-            points.append({**_result(c, "c", n, reused), "server_rss_mb": rss})
-            say("  " + point_line(points[-1], rate_a))
+            points += await _interleaved(url, plan, level, n, identities[:n], services,
+                                         script, log_dir)
+    return points
+
+
+async def _interleaved(url: str, plan: Plan, level: int, n: int,
+                       ids: list[roundtrip.Identity], services: Any, script: floor.Script,
+                       log_dir: Path) -> list[dict[str, Any]]:
+    """a, b and c at ``n`` clients, taking turns ``plan.rounds`` times, each turn on fresh
+    threads; the slices of each mode are merged into its point. The server stays up across
+    the turns (idle while a and b run: its hub gets their NOTIFY hints, finds no socket for
+    those users and reads nothing)."""
+    warm, dur = plan.warmup_s / plan.rounds, plan.duration_s / plan.rounds
+    parts: dict[str, list[Samples]] = {"a": [], "b": [], "c": []}
+    reused = dict.fromkeys(parts, 0)
+    srv = await asyncio.to_thread(server.start, url, log_dir / f"serve-L{level}-{n}.log")
+    try:
+        for r in range(plan.rounds):
+            say(f"level {level}: {n} client(s), turn {r + 1}/{plan.rounds}: a, b, c …")
+            tag = f"L{level}n{n}r{r}"
+            rate = parts["a"][-1].result(n)["rate_per_s"] if parts["a"] else None
+            for mode in parts:
+                stocks = await roundtrip.make_stocks(
+                    url, ids, roundtrip.stock_size(n, warm + dur, rate))
+                if mode == "a":
+                    got = await roundtrip.floor_point(url, ids, stocks, tag + mode, warm, dur,
+                                                      roundtrip.ReplayFloor(script))
+                    reused[mode] += sum(s.reused for s in stocks)
+                elif mode == "b":
+                    got = await roundtrip.service_point(url, services, ids, stocks, tag + mode,
+                                                        warm, dur)
+                    reused[mode] += sum(s.reused for s in stocks)
+                else:
+                    got, again = await roundtrip.http_point(url, srv, ids, stocks, tag + mode,
+                                                            warm, dur)
+                    reused[mode] += again
+                parts[mode].append(got)
+        rss = srv.rss_mb()
+    finally:
+        srv.stop()
+    points = [_result(Samples.merge(parts[m]), m, n, reused[m]) for m in parts]
+    points[-1]["server_rss_mb"] = rss
+    base = points[0]["rate_per_s"]
+    for p in points:
+        say("  " + point_line(p, base))
     return points
 
 
