@@ -8,19 +8,19 @@
 - ``a_notify_after_commit``: no NOTIFY inside the transactions (as ``a_no_notify``), and the
   same hints sent right after each COMMIT in a statement of their own. A transaction that
   notifies holds a cluster-wide lock from its pre-commit until its commit record is flushed;
-  a notify-only transaction writes no WAL, so it holds that lock for microseconds;
-- ``c_patched`` next to ``c_again`` (16 clients): the HTTP round trip against
-  ``bench.serve_patched`` (the ``Services`` dependency async, FastAPI telemetry off) and
-  against the real ``maxclaw serve`` right before it.
+  a notify-only transaction writes no WAL, so it holds that lock for microseconds.
+
+(A patched-server variant — the ``Services`` dependency async, FastAPI telemetry off — was
+measured here until 38c3f22 made the real server so; its figures are in the report of the
+run before, ``bench/results/latest.json`` of 88b4a14.)
 """
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
-from bench import floor, merged, roundtrip, server
+from bench import floor, merged, roundtrip
 from bench.plan import Plan
 from bench.report import point_line, say
 from maxclaw.db.database import connect
@@ -85,18 +85,4 @@ async def run(url: str, plan: Plan, level: int, clients_list: list[int],
                 out.append({"mode": mode, **samples.result(n),
                             "reused_threads": sum(s.reused for s in stocks)})
                 say("  " + point_line(out[-1], None))
-        n = max(clients_list)
-        for mode, module in (("c_again", "maxclaw.cli"), ("c_patched", "bench.serve_patched")):
-            say(f"variant {mode}, {n} clients …")
-            ids = identities[:n]
-            stocks = await roundtrip.make_stocks(url, ids, roundtrip.stock_size(n, seconds))
-            srv = await asyncio.to_thread(server.start, url, log_dir / f"serve-{mode}.log",
-                                          None, module)
-            try:
-                samples, reused = await roundtrip.http_point(
-                    url, srv, ids, stocks, f"V{level}{mode}", plan.warmup_s, plan.duration_s)
-            finally:
-                srv.stop()
-            out.append({"mode": mode, **samples.result(n), "reused_threads": reused})
-            say("  " + point_line(out[-1], None))
     return out
