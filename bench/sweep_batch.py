@@ -2,8 +2,9 @@
 
 ``ComponentService.sweep_due`` runs about 8 statements per card (CAS, mirror, carrier insert
 and lookup, Main's thread id, the hand-off message, the wake, the audit), so a 500-card batch
-is ~4,000 round trips in one transaction. The same writes, set-wise, are 8 statements per batch
-whatever its size: claim; CAS all; mirror all (one UPDATE, states merged per tool row);
+is ~4,000 round trips in one transaction. The same writes, set-wise, are 9 statements per batch
+whatever its size: claim; CAS all; lock the tool rows in id order; mirror all (one UPDATE,
+states merged per tool row);
 carriers for cards without one (insert, push, link); Main threads; hand-off messages; wakes;
 audit.
 
@@ -32,6 +33,11 @@ CAS_ALL = """
 UPDATE message_components SET status = 'with-main', due_at = NULL, updated_at = now()
  WHERE id = ANY($1::text[]) AND status = 'open'
 RETURNING id, status, answered_by, answered_via, answer, due_at, decision_id
+"""
+# Tool rows are locked in id order before they are written, the order the service's sweep and
+# answers use (13829a2), so two sweepers, or a sweeper and an answer, never wait in a cycle.
+LOCK_TOOL_ROWS = """
+SELECT id FROM messages WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE
 """
 MIRROR_ALL = """
 UPDATE messages m SET display = jsonb_set(m.display, '{states}', (m.display -> 'states') || u.patch)
@@ -111,6 +117,8 @@ async def sweep_batch(conn: asyncpg.Connection, limit: int = 500) -> int:
         for row, _ in takeable:
             patches.setdefault(row["tool_message_id"], {})[row["id"]] = _state(
                 dict(moved[row["id"]]))
+        patches = dict(sorted(patches.items()))
+        await conn.execute(LOCK_TOOL_ROWS, list(patches))
         await conn.execute(MIRROR_ALL, list(patches), list(patches.values()), users)
         missing = [(row, d) for row, d in takeable if moved[row["id"]]["decision_id"] is None]
         if missing:
