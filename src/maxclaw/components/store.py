@@ -75,11 +75,6 @@ RETURNING status, answered_by, answered_via, answer, due_at, decision_id
 SET_DECISION = """
 UPDATE message_components SET decision_id = $3 WHERE id = $1 AND user_id = $2::uuid
 """
-CLEAR_DUE = """
-UPDATE message_components SET due_at = NULL, updated_at = now()
- WHERE id = $1 AND user_id = $2::uuid
-RETURNING status, answered_by, answered_via, answer, due_at, decision_id
-"""
 # The mirror: patch one component's state inside the tool row's display. jsonb_set is
 # re-evaluated on the latest row version, so concurrent answers to two components of one card
 # both land.
@@ -160,12 +155,6 @@ async def set_decision(conn: asyncpg.Connection, user_id: str, component_id: str
     await conn.execute(SET_DECISION, component_id, user_id, decision_id)
 
 
-async def clear_due(conn: asyncpg.Connection, user_id: str,
-                    component_id: str) -> dict[str, Any]:
-    """Keep a due card open without a due time (Main may not take it)."""
-    return dict(await conn.fetchrow(CLEAR_DUE, component_id, user_id))
-
-
 async def mirror(conn: asyncpg.Connection, user_id: str, tool_message_id: int,
                  component_id: str, state: dict[str, Any]) -> None:
     """Patch ``display.states[component_id]`` on the tool row."""
@@ -186,3 +175,60 @@ async def thread_components(conn: asyncpg.Connection, user_id: str, thread_id: s
 async def claim_due(conn: asyncpg.Connection, now: datetime, limit: int) -> list[dict[str, Any]]:
     """Lock up to ``limit`` due open cards (skipping ones another sweeper holds)."""
     return [dict(r) for r in await conn.fetch(CLAIM_DUE, now, limit)]
+
+
+# ----- the due sweep, set-wise: a batch costs a fixed number of statements, not ~8 per card ----
+
+# open → with-main (to_main) or open with its due time cleared (kept) for the claimed rows
+SWEEP_MOVE = """
+UPDATE message_components
+   SET status = CASE WHEN id = ANY($1::text[]) THEN 'with-main' ELSE status END,
+       due_at = NULL, updated_at = now()
+ WHERE id = ANY($2::text[]) AND status = 'open'
+RETURNING id, status, answered_by, answered_via, answer, due_at, decision_id
+"""
+# Tool rows are locked in id order before any is written: the order answers and other
+# sweepers follow, so nobody waits in a cycle.
+LOCK_TOOL_ROWS = "SELECT id FROM messages WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE"
+# one UPDATE mirrors the batch: per tool row, the patch holds the states of its components
+MIRROR_MANY = """
+UPDATE messages m
+   SET display = jsonb_set(m.display, '{states}', (m.display -> 'states') || u.patch)
+  FROM unnest($1::bigint[], $2::jsonb[]) AS u(id, patch)
+ WHERE m.id = u.id
+"""
+SET_DECISIONS = """
+UPDATE message_components c SET decision_id = x.decision_id
+  FROM unnest($1::text[], $2::bigint[]) AS x(id, decision_id)
+ WHERE c.id = x.id AND c.decision_id IS NULL
+"""
+AUDIT_MANY = """
+INSERT INTO component_audit (user_id, component_id, from_status, to_status, actor, via)
+SELECT x.user_id, x.component_id, 'open', 'with-main', 'sweeper', NULL
+  FROM unnest($1::uuid[], $2::text[]) AS x(user_id, component_id)
+"""
+
+
+async def sweep_move(conn: asyncpg.Connection, to_main: list[str],
+                     keep_open: list[str]) -> dict[str, dict[str, Any]]:
+    """Move the claimed cards: ``to_main`` → with-main, ``keep_open`` stay open without a due
+    time. Returns the new state of each card moved, by id."""
+    rows = await conn.fetch(SWEEP_MOVE, to_main, to_main + keep_open)
+    return {r["id"]: dict(r) for r in rows}
+
+
+async def mirror_many(conn: asyncpg.Connection, patches: dict[int, dict[str, Any]]) -> None:
+    """Patch ``display.states`` of several tool rows (``{tool_message_id: {id: state}}``)."""
+    ordered = sorted(patches)
+    await conn.execute(LOCK_TOOL_ROWS, ordered)
+    await conn.execute(MIRROR_MANY, ordered, [patches[i] for i in ordered])
+
+
+async def set_decisions(conn: asyncpg.Connection, decision_ids: dict[str, int]) -> None:
+    """Link components to their carriers (where not linked yet)."""
+    await conn.execute(SET_DECISIONS, list(decision_ids), list(decision_ids.values()))
+
+
+async def audit_to_main(conn: asyncpg.Connection, rows: list[tuple[str, str]]) -> None:
+    """Audit ``(user_id, component_id)`` hand-overs by the sweeper."""
+    await conn.execute(AUDIT_MANY, [u for u, _ in rows], [c for _, c in rows])

@@ -37,11 +37,9 @@ def _carrier_options(definition: ComponentDefinition) -> list[dict[str, Any]]:
 async def ensure_carrier(conn: asyncpg.Connection, user_id: str, definition: ComponentDefinition,
                          thread: dict[str, Any]) -> dict[str, Any]:
     """The component's ``agent-question`` decision, created (and pushed) if it did not exist."""
-    created = await store.insert_carrier(
-        conn, user_id, component_id=definition.id, thread_id=thread["id"],
-        title=definition.title, body=definition.question, options=_carrier_options(definition),
-        allow_text=definition.kind in ("text", "secret") or definition.allow_other,
-        sensitive=definition.sensitive, bar=thread["kind"] == "main")
+    row = _carrier_row(user_id, definition, thread)
+    del row["user_id"], row["component_id"]
+    created = await store.insert_carrier(conn, user_id, component_id=definition.id, **row)
     if created is not None:
         await outbox.enqueue_notification(conn, user_id=user_id, decision=created,
                                           thread_title=thread["title"])
@@ -49,6 +47,34 @@ async def ensure_carrier(conn: asyncpg.Connection, user_id: str, definition: Com
     existing = await store.by_dedupe(conn, user_id, f"ask:{definition.id}")
     assert existing is not None  # the conflict that stopped the insert is this row
     return existing
+
+
+def _carrier_row(user_id: str, definition: ComponentDefinition,
+                 thread: dict[str, Any]) -> dict[str, Any]:
+    return {"user_id": user_id, "component_id": definition.id, "thread_id": thread["id"],
+            "title": definition.title, "body": definition.question,
+            "options": _carrier_options(definition),
+            "allow_text": definition.kind in ("text", "secret") or definition.allow_other,
+            "sensitive": definition.sensitive, "bar": thread["kind"] == "main"}
+
+
+async def ensure_carriers(
+    conn: asyncpg.Connection, items: list[tuple[str, ComponentDefinition, dict[str, Any]]],
+) -> dict[str, int]:
+    """``ensure_carrier`` for a batch of ``(user_id, definition, thread)``, set-wise: the
+    missing decisions are created (and pushed) in one statement each. Returns
+    ``{component_id: decision_id}`` for every item."""
+    if not items:
+        return {}
+    created = await store.insert_carriers(conn, [_carrier_row(*item) for item in items])
+    titles = {d.id: thread["title"] for _, d, thread in items}
+    await outbox.enqueue_notifications(
+        conn, [(c, titles[c["component_id"]]) for c in created])
+    ids = {c["component_id"]: int(c["id"]) for c in created}
+    missing = [d.id for _, d, _ in items if d.id not in ids]
+    if missing:
+        ids |= await store.ids_by_component(conn, missing)
+    return ids
 
 
 async def settle_carrier(conn: asyncpg.Connection, user_id: str, decision_id: int | None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,20 @@ INSERT INTO decisions (user_id, kind, dedupe_key, component_id, thread_id, title
 VALUES ($1::uuid, 'agent-question', $2, $3, $4::uuid, $5, $6, $7::jsonb, $8, $9, $10)
 ON CONFLICT (dedupe_key) DO NOTHING
 RETURNING {DECISION_COLUMNS}
+"""
+INSERT_CARRIERS = f"""
+INSERT INTO decisions (user_id, kind, dedupe_key, component_id, thread_id, title, body, options,
+                       allow_text, sensitive, bar)
+SELECT x.user_id, 'agent-question', 'ask:' || x.component_id, x.component_id, x.thread_id,
+       x.title, x.body, x.options::jsonb, x.allow_text, x.sensitive, x.bar
+  FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[],
+              $7::bool[], $8::bool[], $9::bool[])
+       AS x(user_id, component_id, thread_id, title, body, options, allow_text, sensitive, bar)
+ON CONFLICT (dedupe_key) DO NOTHING
+RETURNING {DECISION_COLUMNS}
+"""
+IDS_BY_DEDUPE = """
+SELECT component_id, id FROM decisions WHERE dedupe_key = ANY($1::text[])
 """
 BY_DEDUPE = f"SELECT {DECISION_COLUMNS} FROM decisions WHERE dedupe_key = $1 AND user_id = $2::uuid"
 GET = f"SELECT {DECISION_COLUMNS} FROM decisions WHERE id = $1 AND user_id = $2::uuid"
@@ -87,3 +102,20 @@ async def snooze(conn: asyncpg.Connection, user_id: str, decision_id: int,
                  until: datetime) -> dict[str, Any] | None:
     row = await conn.fetchrow(SNOOZE, decision_id, user_id, until)
     return dict(row) if row else None
+
+
+async def insert_carriers(conn: asyncpg.Connection,
+                          rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Create several components' decisions in one statement; returns the ones created."""
+    cols = ("user_id", "component_id", "thread_id", "title", "body", "options", "allow_text",
+            "sensitive", "bar")
+    # options travel as JSON text: asyncpg would read a list inside a jsonb[] as a dimension
+    args = [[json.dumps(r[c]) if c == "options" else r[c] for r in rows] for c in cols]
+    created = await conn.fetch(INSERT_CARRIERS, *args)
+    return [dict(r) for r in created]
+
+
+async def ids_by_component(conn: asyncpg.Connection, component_ids: list[str]) -> dict[str, int]:
+    """The decision id of each component that has a carrier."""
+    keys = [f"ask:{c}" for c in component_ids]
+    return {r["component_id"]: int(r["id"]) for r in await conn.fetch(IDS_BY_DEDUPE, keys)}

@@ -25,6 +25,19 @@ async def enqueue_notification(conn: asyncpg.Connection, *, user_id: str,
                                payload=payload)
 
 
+async def enqueue_notifications(conn: asyncpg.Connection,
+                                items: list[tuple[dict[str, Any], str]]) -> int:
+    """Queue the notifications of several new decisions (``(decision, thread_title)``) in one
+    statement (the due sweep creates carriers by the batch); returns rows queued."""
+    rows = []
+    for decision, thread_title in items:
+        payload = build_payload(decision, thread_title)
+        rows.append({"user_id": decision["user_id"], "decision_id": int(decision["id"]),
+                     "kind": "notify", "collapse_id": payload["collapse_id"],
+                     "payload": payload})
+    return await store.enqueue_many(conn, rows)
+
+
 async def enqueue_withdraw(conn: asyncpg.Connection, *, user_id: str,
                            decision: dict[str, Any]) -> int:
     """Queue a ``withdraw`` for a settled decision's ``collapse_id``; returns rows queued."""

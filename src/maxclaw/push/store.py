@@ -116,6 +116,32 @@ SELECT id, platform, config, created_at FROM push_devices WHERE user_id = $1 ORD
 """
 
 
+# Many decisions' notifications at once (the due sweep's carriers): one row per (item, device).
+ENQUEUE_MANY = """
+WITH queued AS (
+    INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
+    SELECT d.user_id, d.id, x.decision_id, x.kind, x.collapse_id, x.payload
+    FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::jsonb[])
+         AS x(user_id, decision_id, kind, collapse_id, payload)
+    JOIN push_devices AS d ON d.user_id = x.user_id
+    RETURNING id
+), counted AS (SELECT count(*) AS n FROM queued)
+SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
+               THEN pg_notify('maxclaw_push', '') END AS hint
+FROM counted
+"""
+
+
+async def enqueue_many(conn: asyncpg.Connection, items: list[dict[str, Any]]) -> int:
+    """Queue several payloads (``user_id, decision_id, kind, collapse_id, payload``) for every
+    device of their users in one statement; returns the number of rows queued."""
+    if not items:
+        return 0
+    cols = ("user_id", "decision_id", "kind", "collapse_id", "payload")
+    row = await conn.fetchrow(ENQUEUE_MANY, *[[i[c] for i in items] for c in cols])
+    return int(row["n"]) if row else 0
+
+
 async def enqueue(conn: asyncpg.Connection, *, user_id: str, decision_id: int | None,
                   kind: str, collapse_id: str | None, payload: dict[str, Any]) -> int:
     """Queue ``payload`` for every device of the user; returns the number of rows queued."""

@@ -112,3 +112,31 @@ async def insert_input_and_wake(
     row = await conn.fetchrow(INSERT_INPUT_AND_WAKE, user_id, thread_id, role, body, display,
                               source_meta, sensitive)
     return dict(row)
+
+
+MAIN_THREADS = """
+SELECT user_id::text, id::text FROM threads WHERE kind = 'main' AND user_id = ANY($1::uuid[])
+"""
+INSERT_INPUTS_AND_WAKE = """
+WITH msgs AS (
+    INSERT INTO messages (user_id, thread_id, role, body, source_meta)
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[])
+    RETURNING user_id, thread_id
+)
+INSERT INTO turns (user_id, thread_id)
+SELECT DISTINCT user_id, thread_id FROM msgs ORDER BY thread_id
+ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') DO NOTHING
+"""
+
+
+async def main_thread_ids(conn: asyncpg.Connection, user_ids: list[str]) -> dict[str, str]:
+    """Each user's Main thread."""
+    return {r["user_id"]: r["id"] for r in await conn.fetch(MAIN_THREADS, user_ids)}
+
+
+async def insert_inputs_and_wake(conn: asyncpg.Connection,
+                                 rows: list[dict[str, Any]]) -> None:
+    """Append several input rows (``user_id, thread_id, role, body, source_meta``) and wake
+    each thread they went to, in one statement (threads woken in id order)."""
+    cols = ("user_id", "thread_id", "role", "body", "source_meta")
+    await conn.execute(INSERT_INPUTS_AND_WAKE, *[[r[c] for r in rows] for c in cols])
