@@ -150,8 +150,8 @@ async def test_answer_path_uses_indexes_only(counted: tuple[Harness, counting.St
                   if counting.StatementLog.is_sql(q)]
     # the statements the answer request sent (the token is cached by then): load the
     # definition, CAS+mirror+audit, message+wake, settle the carrier, cancel its pending
-    # pushes, enqueue the withdraw
-    assert len(statements) == 6, "\n".join(q for q, _ in statements)
+    # pushes + enqueue the withdraw
+    assert len(statements) == 5, "\n".join(q for q, _ in statements)
     conn = await connect(database_url)
     try:
         source = str(await conn.fetchval(
@@ -210,9 +210,9 @@ async def test_statements_per_answer(counted: tuple[Harness, counting.StatementL
     answered = await _count(log, lambda: components.answer(user, cids[1], ["keep"], None,
                                                            "card"))
     # load (first answer of this card), CAS+mirror+audit, message+wake, settle carrier,
-    # cancel pushes, withdraw. Was 9 SQL + 1 pool reset before the CTE merge, the definition
+    # cancel pushes+withdraw. Was 9 SQL + 1 pool reset before the CTE merges, the definition
     # cache and the reset-free pool (docs/benchmarks.md).
-    assert answered == {"sql": 6, "begin_commit": 2, "pool_reset": 0}
+    assert answered == {"sql": 5, "begin_commit": 2, "pool_reset": 0}
 
     async def lose() -> None:
         with pytest.raises(ComponentError) as lost:
@@ -234,4 +234,4 @@ async def test_statements_per_answer(counted: tuple[Harness, counting.StatementL
     # over HTTP: the token was looked up by this client's earlier requests and is cached
     http = await _count(log, lambda: actor.user.post(f"/v1/components/{cids[2]}/answer",
                                                      json={"selected": ["keep"]}))
-    assert http == {"sql": 6, "begin_commit": 2, "pool_reset": 0}
+    assert http == {"sql": 5, "begin_commit": 2, "pool_reset": 0}

@@ -41,8 +41,6 @@ async def enqueue_notifications(conn: asyncpg.Connection,
 async def enqueue_withdraw(conn: asyncpg.Connection, *, user_id: str,
                            decision: dict[str, Any]) -> int:
     """Queue a ``withdraw`` for a settled decision's ``collapse_id``; returns rows queued."""
-    decision_id = int(decision["id"])
-    await store.cancel_pending_notifications(conn, user_id=user_id, decision_id=decision_id)
     payload = withdraw_payload(decision)
-    return await store.enqueue(conn, user_id=user_id, decision_id=decision_id, kind="withdraw",
-                               collapse_id=payload["collapse_id"], payload=payload)
+    return await store.withdraw(conn, user_id=user_id, decision_id=int(decision["id"]),
+                                collapse_id=payload["collapse_id"], payload=payload)

@@ -32,15 +32,6 @@ SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINC
 FROM counted
 """
 
-# A settled decision's undelivered notifications are pointless (and would arrive after the
-# withdraw): give them up. Rows already being sent finish; the claim order below makes the
-# withdraw wait for them.
-CANCEL_PENDING_NOTIFICATIONS = """
-UPDATE push_outbox
-SET status = 'dead', last_error = 'superseded: the decision was settled before delivery'
-WHERE decision_id = $2 AND user_id = $1 AND kind = 'notify' AND status = 'pending'
-"""
-
 # -- claim: due rows, oldest first, never two rows of one (decision, device) at once ---------
 # A 'sending' row's next_attempt_at is its lease end, so one partial index serves both fresh
 # rows and rows whose lease lapsed. The NOT EXISTS keeps each (decision, device) in id order:
@@ -149,11 +140,32 @@ async def enqueue(conn: asyncpg.Connection, *, user_id: str, decision_id: int | 
     return int(row["n"]) if row else 0
 
 
-async def cancel_pending_notifications(conn: asyncpg.Connection, *, user_id: str,
-                                       decision_id: int) -> int:
-    """Give up a decision's notifications not yet handed to a dispatcher; returns how many."""
-    status = await conn.execute(CANCEL_PENDING_NOTIFICATIONS, user_id, decision_id)
-    return int(status.split()[-1])
+# The withdraw of a settled decision in one statement: its notifications not yet handed to a
+# dispatcher are given up (they would arrive after the withdraw), and the withdraw is queued
+# for every device. Saves a round trip on every answer that has a carrier.
+WITHDRAW = """
+WITH cancelled AS (
+    UPDATE push_outbox
+       SET status = 'dead', last_error = 'superseded: the decision was settled before delivery'
+     WHERE decision_id = $2 AND user_id = $1 AND kind = 'notify' AND status = 'pending'
+), queued AS (
+    INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
+    SELECT d.user_id, d.id, $2, 'withdraw', $3, $4
+    FROM push_devices AS d
+    WHERE d.user_id = $1
+    RETURNING id
+), counted AS (SELECT count(*) AS n FROM queued)
+SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
+               THEN pg_notify('maxclaw_push', '') END AS hint
+FROM counted
+"""
+
+
+async def withdraw(conn: asyncpg.Connection, *, user_id: str, decision_id: int,
+                   collapse_id: str, payload: dict[str, Any]) -> int:
+    """Cancel a decision's pending notifications and queue its withdraw; returns rows queued."""
+    row = await conn.fetchrow(WITHDRAW, user_id, decision_id, collapse_id, payload)
+    return int(row["n"]) if row else 0
 
 
 async def claim_due(conn: asyncpg.Connection, *, now: datetime, limit: int,
