@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from maxclaw.auth.service import Principal, parse_uuid
+from maxclaw.auth.service import Principal
 from maxclaw.components import tool_store
 from maxclaw.components.definitions import ASK_TOOL, components_of_tool_call
 from maxclaw.components.rules import tools_offered
@@ -20,6 +20,7 @@ from maxclaw.components.text import ASK_NOTE
 from maxclaw.db.database import Database
 from maxclaw.errors import ComponentError, Forbidden, Invalid, MaxclawError, NotFound
 from maxclaw.timeline import store as timeline_store
+from maxclaw.timeline.service import TimelineService
 
 _QUESTION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -98,9 +99,11 @@ def _refusal_content(name: str, exc: MaxclawError) -> dict[str, Any]:
 class ToolService:
     """``POST /v1/agent/threads/{id}/tool-calls/{tool_call_id}/execute``."""
 
-    def __init__(self, db: Database, components: ComponentService) -> None:
+    def __init__(self, db: Database, components: ComponentService,
+                 timeline: TimelineService) -> None:
         self.db = db
         self.components = components
+        self.timeline = timeline
 
     async def tools(self, who: Principal, thread_id: str | None) -> list[dict[str, Any]]:
         if thread_id is None:
@@ -109,13 +112,7 @@ class ToolService:
         return tool_list(thread["kind"])
 
     async def _thread(self, who: Principal, thread_id: str) -> dict[str, Any]:
-        thread_id = parse_uuid(thread_id)
-        who.check_thread(thread_id)
-        async with self.db.connection() as conn:
-            thread = await timeline_store.get_thread(conn, who.user_id, thread_id)
-        if thread is None:
-            raise NotFound("No such thread.")
-        return thread
+        return await self.timeline.get_thread(who, thread_id)
 
     async def execute(self, who: Principal, thread_id: str,
                       tool_call_id: str) -> tuple[int, dict[str, Any], dict[str, Any] | None]:

@@ -17,7 +17,7 @@ def register(services: Services) -> None:
     services.components = ComponentService(services.db, services.clock, services.metrics)
     services.decisions = DecisionService(services.db, services.clock, services.components)
     services.presence = PresenceService(services.db, services.clock, s.presence_ttl_s)
-    services.tools = ToolService(services.db, services.components)
+    services.tools = ToolService(services.db, services.components, services.timeline)
     services.agent_messages = AgentMessageService(services.db)
     if s.run_sweeper:
         services.jobs.append(Sweeper(services.components, s.sweep_interval_s, s.sweep_batch))
