@@ -9,15 +9,18 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from maxclaw.app import create_app
+from maxclaw.db.urls import plain_url, with_database
 from maxclaw.settings import Settings
 from tests import pg
 
@@ -52,6 +55,18 @@ def database_url(pg_server: str, pg_template: str) -> Iterator[str]:
     url = asyncio.run(pg.clone_database(pg_server, pg_template))
     yield url
     asyncio.run(pg.drop_database(pg_server, url))
+
+
+@pytest.fixture
+def empty_database(pg_server: str) -> Iterator[str]:
+    """A brand-new database with no schema at all (not a clone of the migrated template)."""
+    name = f"e_{uuid.uuid4().hex[:16]}"
+    admin = plain_url(pg_server)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield with_database(pg_server, name)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def app_settings(database_url: str, **overrides: Any) -> Settings:
@@ -149,6 +164,7 @@ def start_server(database_url: str, log_path: Path, port: int | None = None,
                 return ServerProcess(proc, base, database_url, log_path)
         except httpx.HTTPError:
             pass
+        # another process has no event to await: poll /readyz, bounded by the deadline above
         time.sleep(0.1)
     proc.kill()
     raise RuntimeError(f"serve did not become ready:\n{log_path.read_text()[-3000:]}")

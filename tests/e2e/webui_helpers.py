@@ -28,6 +28,7 @@ from maxclaw.db.database import Database
 from maxclaw.metrics import Metrics
 from maxclaw.settings import Settings
 from maxclaw.wiring import register_capabilities
+from tests.conftest import Actor
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -56,16 +57,8 @@ async def launch(playwright: Playwright) -> Browser:
 
 
 @dataclass
-class WebUser:
-    """A user with a user token and an agent token, and HTTP clients on the real server."""
-
-    name: str
-    user_id: str
-    main_thread_id: str
-    user_token: str
-    agent_token: str
-    user: httpx.AsyncClient
-    agent: httpx.AsyncClient
+class WebUser(Actor):
+    """An ``Actor`` whose HTTP clients talk to a real ``maxclaw serve``."""
 
     @property
     def principal(self) -> Principal:

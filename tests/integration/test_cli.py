@@ -7,8 +7,6 @@ import asyncio
 import json
 import os
 import sys
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from maxclaw.db import migrate
-from maxclaw.db.urls import plain_url, with_database
+from maxclaw.db.urls import plain_url
 from tests.conftest import Harness, free_port
 
 # the console script `pip install -e .` put next to this interpreter: a missing install fails here
@@ -60,17 +58,6 @@ async def cli(*args: str, env: dict[str, str] | None = None, data_dir: Path) -> 
 
 def closed_port_url() -> str:
     return f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
-
-
-@pytest.fixture
-def empty_database(pg_server: str) -> Iterator[str]:
-    """A brand-new database with no schema (not a clone of the migrated template)."""
-    name = f"e_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(plain_url(pg_server), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield with_database(pg_server, name)
-    with psycopg.connect(plain_url(pg_server), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def test_user_and_tokens(database_url: str, harness: Harness, tmp_path: Path) -> None:

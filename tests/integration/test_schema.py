@@ -78,17 +78,6 @@ def head_revision() -> str:
 
 
 @pytest.fixture
-def empty_database(pg_server: str) -> Iterator[str]:
-    """A brand-new database with no schema at all (not a clone of the migrated template)."""
-    name = f"e_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(plain_url(pg_server), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield with_database(pg_server, name)
-    with psycopg.connect(plain_url(pg_server), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
 def declared_database(pg_server: str) -> Iterator[str]:
     """A database built by ``metadata.create_all`` (the declared schema, no migrations)."""
     name = f"d_{uuid.uuid4().hex[:16]}"

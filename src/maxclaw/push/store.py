@@ -17,8 +17,15 @@ import asyncpg
 from maxclaw.db.database import record_dict
 
 # -- enqueue: one row per registered device of the user, in one statement --------------------
-# The hint wakes LISTENing dispatchers; it is skipped when nothing was queued or when the
-# caller switched notifications off for its transaction (polling still finds the rows).
+# The tail of every enqueue: count the rows a ``queued`` CTE inserted and, when there are any,
+# send the hint that wakes LISTENing dispatchers. It is skipped when nothing was queued or when
+# the caller switched notifications off for its transaction (polling still finds the rows).
+COUNT_AND_HINT = """, counted AS (SELECT count(*) AS n FROM queued)
+SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
+               THEN pg_notify('maxclaw_push', '') END AS hint
+FROM counted
+"""
+
 ENQUEUE = """
 WITH queued AS (
     INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
@@ -26,11 +33,7 @@ WITH queued AS (
     FROM push_devices AS d
     WHERE d.user_id = $1
     RETURNING id
-), counted AS (SELECT count(*) AS n FROM queued)
-SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
-               THEN pg_notify('maxclaw_push', '') END AS hint
-FROM counted
-"""
+)""" + COUNT_AND_HINT
 
 # -- claim: due rows, oldest first, never two rows of one (decision, device) at once ---------
 # A 'sending' row's next_attempt_at is its lease end, so one partial index serves both fresh
@@ -116,11 +119,7 @@ WITH queued AS (
          AS x(user_id, decision_id, kind, collapse_id, payload)
     JOIN push_devices AS d ON d.user_id = x.user_id
     RETURNING id
-), counted AS (SELECT count(*) AS n FROM queued)
-SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
-               THEN pg_notify('maxclaw_push', '') END AS hint
-FROM counted
-"""
+)""" + COUNT_AND_HINT
 
 
 async def enqueue_many(conn: asyncpg.Connection, items: list[dict[str, Any]]) -> int:
@@ -154,11 +153,7 @@ WITH cancelled AS (
     FROM push_devices AS d
     WHERE d.user_id = $1
     RETURNING id
-), counted AS (SELECT count(*) AS n FROM queued)
-SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
-               THEN pg_notify('maxclaw_push', '') END AS hint
-FROM counted
-"""
+)""" + COUNT_AND_HINT
 
 
 async def withdraw(conn: asyncpg.Connection, *, user_id: str, decision_id: int,
