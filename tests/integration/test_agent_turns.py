@@ -15,6 +15,7 @@ from maxclaw.agent.history import EVENT_PREFIX, FORGED_NOTICE
 from maxclaw.clock import FixedClock
 from maxclaw.db.database import connect
 from tests.conftest import Actor, Harness
+from tests.locks import hold_after, until_done_or_waiting, wait_for_lock_waiters
 
 
 def assert_error(resp: Any, status: int, code: str) -> None:
@@ -341,7 +342,7 @@ async def test_input_racing_finish_is_never_stranded(harness: Harness) -> None:
                              "ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') "
                              "DO NOTHING", max_.user_id, thread)
         finishing = asyncio.create_task(max_.agent.post(f"/v1/agent/turns/{turn['id']}/finish"))
-        blocked = asyncio.create_task(wait_for_lock_waiter(harness))
+        blocked = asyncio.create_task(wait_for_lock_waiters(harness.services.db))
         await asyncio.wait({finishing, blocked}, return_when=asyncio.FIRST_COMPLETED)
         blocked.cancel()
         assert not finishing.done(), "finish must wait for the open message transaction"
@@ -354,15 +355,33 @@ async def test_input_racing_finish_is_never_stranded(harness: Harness) -> None:
     assert nxt["messages"][-1] == {"role": "user", "content": "late words"}
 
 
-async def wait_for_lock_waiter(harness: Harness) -> None:
-    """Until a backend of this test's database waits on a lock (what the race needs)."""
-    query = ("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-             "WHERE NOT l.granted AND a.datname = current_database()")
-    while True:
-        async with harness.services.db.connection() as conn:
-            if await conn.fetchval(query):
-                return
-        await asyncio.sleep(0.01)
+async def test_input_whose_wake_lost_to_a_running_turn_is_seen_by_finish(
+        harness: Harness) -> None:
+    """The production statement inserts the message and its wake-up together. It is held
+    after its wake-up found the turn still running (a no-op) and before it commits: finish,
+    started then, must still see the message and queue the next turn.
+
+    Found by the kill -9 suite: the foreign key's lock on the thread is only taken at the end
+    of the statement, so finish's thread lock did not order it; the statement now locks the
+    thread first."""
+    max_ = await harness.actor("max")
+    thread = await new_thread(max_)
+    await say(max_, thread, "go")
+    turn = (await claim(max_)).json()["turn"]
+    db = harness.services.db
+    async with hold_after(harness.services.settings.database_url, "messages", "INSERT",
+                          "NEW.body = 'held words'", 4242):
+        posting = asyncio.create_task(say(max_, thread, "held words"))
+        await wait_for_lock_waiters(db)
+        finishing = asyncio.create_task(max_.agent.post(f"/v1/agent/turns/{turn['id']}/finish"))
+        await until_done_or_waiting(db, finishing, 2)  # finish waits for it, or it did not
+    await asyncio.wait_for(posting, 20)
+    resp = await asyncio.wait_for(finishing, 20)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["requeued"] is True
+    assert [s for _, s in await turns_of(harness, thread)] == ["done", "queued"]
+    nxt = (await claim(max_)).json()
+    assert nxt["messages"][-1] == {"role": "user", "content": "held words"}
 
 
 # ----- leases and the fencing token -----

@@ -10,6 +10,7 @@ import pytest
 
 from tests.cards import CHOICE, OBJECT, SECRET, TEXT, execute, new_thread, post_call, post_card
 from tests.conftest import Actor, Harness
+from tests.locks import hold_after, until_done_or_waiting, wait_for_lock_waiters
 
 
 async def component(a: Actor, cid: str) -> dict[str, Any]:
@@ -213,6 +214,41 @@ async def test_the_full_revoke_story(harness: Harness) -> None:
               "event:" + meta["askHandoff"]["phase"]) for role, meta in story]
     assert kinds == ["assistant", "tool", "main-answer", "event:revoked", "max-answer"]
     assert (await a.user.get("/v1/decisions")).json()["decisions"] == []
+
+
+async def test_revoke_racing_a_claim_of_the_asking_thread(harness: Harness) -> None:
+    """Revoke locks the card, then wakes the asking thread; a claim of that thread stamps
+    ``seen_at`` on the card whose answer it hands over. The revoke is held after it locked the
+    card while the claim runs into it: both must go through (it was a deadlock → 500, found
+    by the kill -9 suite: the claim wrote its turn before stamping, and a wake-up waits for a
+    turn being written)."""
+    a = await harness.actor("max")
+    tid, cid = await card_with_main(a, CHOICE)
+    main_turn = (await a.agent.post("/v1/agent/turns/claim", json={"wait_s": 0})).json()
+    assert main_turn["thread"]["id"] == a.main_thread_id  # the asking thread's turn is next
+    resp = await main_tool(a, "answer_for_max", {"component_id": cid, "selected": ["drop"],
+                                                 "reason": "nobody uses it"})
+    assert resp.status_code == 200, resp.text
+    db = harness.services.db
+    async with hold_after(harness.services.settings.database_url, "decisions", "UPDATE",
+                          "NEW.status = 'open'", 4243):
+        revoking = asyncio.create_task(a.user.post(f"/v1/components/{cid}/revoke"))
+        await wait_for_lock_waiters(db)  # revoke holds the card, held in its reopen
+        claiming = asyncio.create_task(a.agent.post("/v1/agent/turns/claim",
+                                                    json={"wait_s": 0}))
+        await until_done_or_waiting(db, claiming, 2)
+    revoked, claimed = await asyncio.wait_for(asyncio.gather(revoking, claiming), 20)
+    assert revoked.status_code == 200, revoked.text
+    assert claimed.status_code == 200, claimed.text
+    turn = claimed.json()
+    assert turn["thread"]["id"] == tid
+    assert "on Max's behalf" in turn["messages"][-1]["content"]
+    # the revoke's event came after the hand-over: it waits in the running turn's inbox
+    inbox = await a.agent.post(f"/v1/agent/turns/{turn['turn']['id']}/inbox")
+    [event] = [m["body"] for m in await thread_messages(a, tid)
+               if (m["source_meta"] or {}).get("askHandoff", {}).get("phase") == "revoked"]
+    [delivered] = inbox.json()["messages"]
+    assert delivered["content"].endswith(event)
 
 
 # ----- the sweeper -----

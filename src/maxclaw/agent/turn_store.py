@@ -24,17 +24,22 @@ TURN_COLUMNS = (
 # The components whose answers are still to come (what ``finish`` reports).
 UNSETTLED = ["open", "with-main", "handed-back", "revoked"]
 
-# The oldest queued turn the caller may run; SKIP LOCKED lets any number of runtimes and API
-# replicas claim at once without waiting on each other. The outer status check re-runs after
-# a concurrent update (EvalPlanQual), so a turn is never claimed twice.
-CLAIM_NEXT = f"""
-UPDATE turns SET status = 'running', runtime_id = $3, lease_until = $4, claimed_at = $5
- WHERE status = 'queued' AND id = (
-       SELECT id FROM turns
-        WHERE user_id = $1::uuid AND status = 'queued'
-          AND ($2::uuid IS NULL OR thread_id = $2::uuid)
-        ORDER BY id LIMIT 1
-          FOR UPDATE SKIP LOCKED)
+# The oldest queued turn the caller may run, locked; SKIP LOCKED lets any number of runtimes
+# and API replicas claim at once without waiting on each other, and a turn is never claimed
+# twice. Only locked here: the claim writes the turn last (START_TURN), after stamping the
+# components it hands over. Writing it first deadlocked with a revoke, which locks its
+# component and then wakes the thread (a wake-up waits for a turn being written).
+PICK_NEXT = """
+SELECT id, thread_id::text FROM turns
+ WHERE user_id = $1::uuid AND status = 'queued'
+   AND ($2::uuid IS NULL OR thread_id = $2::uuid)
+ ORDER BY id LIMIT 1
+   FOR UPDATE SKIP LOCKED
+"""
+START_TURN = f"""
+UPDATE turns SET status = 'running', runtime_id = $2, lease_until = $3, claimed_at = $4,
+       delivered_through = $5
+ WHERE id = $1 AND status = 'queued'
 RETURNING {TURN_COLUMNS}
 """
 LOCK_TURN = f"SELECT {TURN_COLUMNS} FROM turns WHERE user_id = $1::uuid AND id = $2 FOR UPDATE"
@@ -129,12 +134,20 @@ def _row(record: asyncpg.Record | None) -> dict[str, Any] | None:
     return dict(record) if record is not None else None
 
 
-async def claim_next(conn: asyncpg.Connection, user_id: str, thread_id: str | None,
-                     runtime_id: str, now: datetime,
-                     lease_until: datetime) -> dict[str, Any] | None:
-    """Take the oldest queued turn of the user's (or of one thread), or None."""
-    return _row(await conn.fetchrow(CLAIM_NEXT, user_id, thread_id, runtime_id, lease_until,
-                                    now))
+async def pick_next(conn: asyncpg.Connection, user_id: str,
+                    thread_id: str | None) -> dict[str, Any] | None:
+    """Lock the oldest queued turn of the user's (or of one thread) that no one else is
+    claiming; None if there is none."""
+    return _row(await conn.fetchrow(PICK_NEXT, user_id, thread_id))
+
+
+async def start_turn(conn: asyncpg.Connection, turn_id: int, runtime_id: str, now: datetime,
+                     lease_until: datetime, delivered_through: int) -> dict[str, Any]:
+    """queued → running, for the turn ``pick_next`` locked in this transaction."""
+    row = await conn.fetchrow(START_TURN, turn_id, runtime_id, lease_until, now,
+                              delivered_through)
+    assert row is not None, "pick_next locked a queued turn in this transaction"
+    return dict(row)
 
 
 async def get_turn(conn: asyncpg.Connection, user_id: str, turn_id: int) -> dict[str, Any] | None:

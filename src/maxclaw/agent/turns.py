@@ -90,30 +90,31 @@ class TurnService:
                     await self.listener.ensure_listening()
 
     async def _claim_once(self, who: Principal, runtime_id: str) -> dict[str, Any] | None:
+        """Lock a queued turn, hand its thread over, then start it. The turn is written last
+        so that nothing waiting on it (a wake-up) holds a component this claim stamps."""
         now = self.clock.now()
         async with self.db.transaction() as conn:
-            turn = await store.claim_next(conn, who.user_id, who.thread_id, runtime_id, now,
-                                          now + self.lease)
-            if turn is None:
+            picked = await store.pick_next(conn, who.user_id, who.thread_id)
+            if picked is None:
                 return None
-            thread = await timeline_store.get_thread(conn, who.user_id, turn["thread_id"])
-            rows = await store.thread_rows(conn, who.user_id, turn["thread_id"])
-            await self._hand_over(conn, who.user_id, turn["id"],
-                                  [r for r in rows if _undelivered_input(r)],
-                                  rows[-1]["id"] if rows else 0, now)
+            rows = await store.thread_rows(conn, who.user_id, picked["thread_id"])
+            await self._deliver(conn, who.user_id,
+                                [r for r in rows if _undelivered_input(r)], now)
+            turn = await store.start_turn(conn, picked["id"], runtime_id, now, now + self.lease,
+                                          rows[-1]["id"] if rows else 0)
+            # read after the start: the thread's turn_state now says running
+            thread = await timeline_store.get_thread(conn, who.user_id, picked["thread_id"])
         assert thread is not None  # the turn's foreign key guarantees it
         log.info("turn claimed", extra={"turn_id": turn["id"], "thread_id": turn["thread_id"],
                                         "user_id": who.user_id})
         return {"turn": turn_projection(turn), "thread": thread_projection(thread),
                 "messages": chat_history(rows)}
 
-    async def _hand_over(self, conn: asyncpg.Connection, user_id: str, turn_id: int,
-                         delivered: list[dict[str, Any]], through: int, now: datetime) -> None:
-        """Record what the model was just handed: input delivered, answers seen, and how far
-        into the thread (``through``, a message id) it has read."""
+    async def _deliver(self, conn: asyncpg.Connection, user_id: str,
+                       delivered: list[dict[str, Any]], now: datetime) -> None:
+        """Record what the model was just handed: input delivered, answers seen."""
         await store.mark_delivered(conn, user_id, [r["id"] for r in delivered], now)
         await store.stamp_seen(conn, user_id, answered_components(delivered), now)
-        await store.set_delivered_through(conn, user_id, turn_id, through)
 
     # ----- the running turn -----
 
@@ -153,7 +154,9 @@ class TurnService:
             forged = await store.forged_since(conn, user_id, thread_id, turn["delivered_through"])
             rows = await store.undelivered_rows(conn, user_id, thread_id)
             last = await store.last_message_id(conn, user_id, thread_id)
-            await self._hand_over(conn, user_id, turn_id, rows, last, now)
+            await self._deliver(conn, user_id, rows, now)
+            # how far into the thread the model has read (the forged-notice check starts here)
+            await store.set_delivered_through(conn, user_id, turn_id, last)
         messages = [forged_notice()] if forged else []
         messages.extend(chat_message(r) for r in rows)
         if rows or forged:

@@ -6,6 +6,8 @@ from typing import Any
 
 import asyncpg
 
+from maxclaw.errors import NotFound
+
 THREAD_COLUMNS = "id::text, user_id::text, kind, category, title, turn_state, created_at, rev"
 MESSAGE_COLUMNS = (
     "id, user_id::text, thread_id::text, role, body, content, tool_calls, tool_call_id, display,"
@@ -33,10 +35,16 @@ VALUES ($1::uuid, $2::uuid, $3, $4, $5::jsonb, $6::jsonb, $7, $8::jsonb, $9::jso
 RETURNING {MESSAGE_COLUMNS}
 """
 # An input row (user message, answer, event) and the thread's wake-up in one statement.
+# The thread is locked first, explicitly: the foreign key's own lock on it comes only at the
+# end of the statement, after the wake-up, and TurnService.finish relies on that lock to
+# order an input against the turn it ends (without it, finish could end the turn between
+# this wake-up's no-op and this commit, and the input would wait with no turn to read it).
 INSERT_INPUT_AND_WAKE = f"""
-WITH msg AS (
+WITH thread AS (
+    SELECT id FROM threads WHERE id = $2::uuid FOR KEY SHARE
+), msg AS (
     INSERT INTO messages (user_id, thread_id, role, body, display, source_meta, sensitive)
-    VALUES ($1::uuid, $2::uuid, $3, $4, $5::jsonb, $6::jsonb, $7)
+    SELECT $1::uuid, thread.id, $3, $4, $5::jsonb, $6::jsonb, $7 FROM thread
     RETURNING {MESSAGE_COLUMNS}
 ), wake AS (
     INSERT INTO turns (user_id, thread_id) SELECT $1::uuid, $2::uuid FROM msg
@@ -111,16 +119,25 @@ async def insert_input_and_wake(
     """Append an input row (it waits in the inbox) and queue a turn unless one is active."""
     row = await conn.fetchrow(INSERT_INPUT_AND_WAKE, user_id, thread_id, role, body, display,
                               source_meta, sensitive)
+    if row is None:
+        raise NotFound("No such thread.")
     return dict(row)
 
 
 MAIN_THREADS = """
 SELECT user_id::text, id::text FROM threads WHERE kind = 'main' AND user_id = ANY($1::uuid[])
 """
+# Several input rows and their wake-ups; the threads are locked first, as above.
 INSERT_INPUTS_AND_WAKE = """
-WITH msgs AS (
+WITH thread AS (
+    SELECT id FROM threads WHERE id = ANY($2::uuid[]) ORDER BY id FOR KEY SHARE
+), msgs AS (
     INSERT INTO messages (user_id, thread_id, role, body, source_meta)
-    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[])
+    SELECT u.user_id, thread.id, u.role, u.body, u.source_meta
+      FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[]) WITH ORDINALITY
+           AS u(user_id, thread_id, role, body, source_meta, n)
+      JOIN thread ON thread.id = u.thread_id
+     ORDER BY u.n
     RETURNING user_id, thread_id
 )
 INSERT INTO turns (user_id, thread_id)
