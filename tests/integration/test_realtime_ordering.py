@@ -424,3 +424,57 @@ async def test_one_read_per_batch_whatever_the_number_of_sockets(
         assert all(n == 4 for _, n in reads)  # the horizon, then one query per table
         for c in clients:
             await c.close()
+
+
+def users_read(hub: Any, reason: str) -> float:
+    return float(hub.metrics.users_read.labels(reason)._value.get())
+
+
+async def test_a_hint_reads_only_the_hinted_user(database_url: str) -> None:
+    """With 20 users connected, a write for one of them is read for that user alone: a live
+    batch costs what changed, not how many sockets are connected."""
+    async with live_server(database_url, realtime_poll_s=30) as srv:
+        hub = srv.services.realtime
+        users = [await srv.user(f"user{i}") for i in range(20)]
+        clients = [await srv.client(u.token) for u in users]
+        for c in clients:
+            await c.subscribe(None)
+        await hub.sync()
+        before = users_read(hub, "hint")
+        async with srv.services.db.transaction() as conn:
+            await conn.execute(INSERT_MESSAGE, users[3].user_id, users[3].main_thread_id, "hi")
+        await clients[3].until(partial(has_a_message, clients[3]))
+        assert users_read(hub, "hint") - before == 1
+        for c in clients:
+            await c.close()
+
+
+async def test_a_hint_held_back_by_an_older_transaction_is_read_when_that_commits(
+        database_url: str) -> None:
+    """Max's write commits while an older transaction (Eve's) is still open, so the read its
+    hint starts cannot pass it yet. Max stays pending: when Eve's transaction commits, her
+    hint's batch reads for Max too, and his message arrives without waiting for the tick."""
+    async with live_server(database_url, realtime_poll_s=30) as srv:
+        hub = srv.services.realtime
+        max_, eve = await srv.user("max"), await srv.user("eve")
+        watchers = {u.user_id: await srv.client(u.token) for u in (max_, eve)}
+        for c in watchers.values():
+            await c.subscribe(None)
+        await hub.sync()
+        older, newer = await connect(database_url), await connect(database_url)
+        try:
+            tx = older.transaction()
+            await tx.start()
+            eves = await older.fetchrow(INSERT_MESSAGE, eve.user_id, eve.main_thread_id, "old")
+            maxs = await newer.fetchrow(INSERT_MESSAGE, max_.user_id, max_.main_thread_id, "new")
+            await asyncio.sleep(0.3)  # the hint's batch runs, and cannot pass Eve's xid
+            assert ("messages", maxs["id"]) not in watchers[max_.user_id].state
+            await tx.commit()
+            for user, row in ((max_, maxs), (eve, eves)):
+                client = watchers[user.user_id]
+                await client.until(partial(holds_keys, client, {("messages", row["id"])}), 5)
+        finally:
+            await older.close()
+            await newer.close()
+        for c in watchers.values():
+            await c.close()

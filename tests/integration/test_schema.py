@@ -275,9 +275,10 @@ async def test_notify_arrives_only_after_commit(
         payload = json.loads(await asyncio.wait_for(listener.queue.get(), timeout=10))
     finally:
         await other.close()
-    # a small hint: ids and the rev, never the row
+    # a small hint: ids, the rev and the writing transaction (its stream position), never
+    # the row
     assert payload == {"t": "threads", "id": str(thread["id"]), "rev": thread["rev"],
-                       "u": user_id}
+                       "u": user_id, "x": str(thread["xid"])}
 
 
 async def test_notify_never_arrives_after_rollback(
