@@ -32,7 +32,7 @@ from maxclaw.auth.service import Principal
 from maxclaw.components import store as components_store
 from maxclaw.db.database import connect
 from maxclaw.errors import ComponentError
-from tests.cards import new_thread, post_card
+from tests.cards import CHOICE, SECRET, TEXT, ask_args, execute, new_thread, post_call, post_card
 from tests.conftest import Actor, Harness, app_settings
 
 CARDS = 20_000
@@ -235,3 +235,24 @@ async def test_statements_per_answer(counted: tuple[Harness, counting.StatementL
     http = await _count(log, lambda: actor.user.post(f"/v1/components/{cids[2]}/answer",
                                                      json={"selected": ["keep"]}))
     assert http == {"sql": 5, "begin_commit": 2, "pool_reset": 0}
+
+
+async def test_statements_per_execute(counted: tuple[Harness, counting.StatementLog]) -> None:
+    """What posting a card (``execute`` over HTTP) costs, whatever the number of questions:
+    one read (thread, stored result, the call), then in one transaction presence, the tool
+    row, the carriers, their pushes and the component rows. Was 8 SQL over three pool
+    checkouts for one question, and two more per extra question."""
+    h, log = counted
+    actor = await h.actor("max")
+    await post_card(actor.agent, await new_thread(actor.user))  # warm-up (token, types)
+    for questions in ((CHOICE,), (CHOICE, TEXT, SECRET)):
+        tid = await new_thread(actor.user)
+        call_id = await post_call(actor.agent, tid, "ask_user_question", ask_args(*questions))
+
+        async def run(tid: str = tid, call_id: str = call_id) -> None:
+            resp = await execute(actor.agent, tid, call_id)
+            assert resp.status_code == 200, resp.text
+
+        assert await _count(log, run) == {"sql": 6, "begin_commit": 2, "pool_reset": 0}
+        # a retry replays the stored result: the one read
+        assert await _count(log, run) == {"sql": 1, "begin_commit": 0, "pool_reset": 0}

@@ -125,19 +125,15 @@ class ComponentService:
             display={"v": 1, "kind": "components", "states": states},
             source_meta={"tool": {"name": "ask_user_question", "status": 200}},
             turn_id=turn_id)
-        decision_ids: list[int | None] = []
-        for definition in card.components:
-            if watching:
-                decision_ids.append(None)
-            else:
-                decision = await carriers.ensure_carrier(conn, user_id, definition, thread)
-                decision_ids.append(decision["id"])
+        # the carriers (and their pushes) of every question in two statements, however many
+        decision_ids = {} if watching else await carriers.ensure_carriers(
+            conn, [(user_id, c, thread) for c in card.components])
         await store.insert_components(conn, [
             {"id": c.id, "user_id": user_id, "thread_id": thread["id"],
              "message_id": assistant_message_id, "tool_message_id": tool_row["id"],
              "kind": c.kind, "stakes": c.stakes, "sensitive": c.sensitive, "due_at": due_at,
-             "decision_id": decision_id}
-            for c, decision_id in zip(card.components, decision_ids, strict=True)])
+             "decision_id": decision_ids.get(c.id)}
+            for c in card.components])
         return tool_row
 
     # ----- Max answers -----

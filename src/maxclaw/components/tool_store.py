@@ -1,4 +1,4 @@
-"""SQL for tool execution: find the call on its assistant row, find a stored result."""
+"""SQL for tool execution: the thread, the call on its assistant row and a stored result."""
 
 from __future__ import annotations
 
@@ -6,23 +6,45 @@ from typing import Any
 
 import asyncpg
 
-FIND_CALL = """
-SELECT id, turn_id, tool_calls FROM messages
- WHERE user_id = $1::uuid AND thread_id = $2::uuid AND role = 'assistant'
-   AND tool_calls @> $3::jsonb
- ORDER BY id DESC LIMIT 1
-"""
+from maxclaw.timeline.store import THREAD_COLUMNS
+
 TOOL_RESULT = """
 SELECT id, content, source_meta FROM messages
  WHERE user_id = $1::uuid AND thread_id = $2::uuid AND role = 'tool' AND tool_call_id = $3
 """
 
+# What execute needs before it writes, in one read: the thread, a stored result for the call
+# (a retry replays it) and the assistant row carrying the call. Was three statements over two
+# pool checkouts.
+CALL_CONTEXT = f"""
+SELECT {THREAD_COLUMNS},
+       (SELECT to_jsonb(r) FROM (SELECT m.id, m.content, m.source_meta FROM messages m
+                                  WHERE m.user_id = $1::uuid AND m.thread_id = $2::uuid
+                                    AND m.role = 'tool' AND m.tool_call_id = $3) r) AS done,
+       (SELECT to_jsonb(r) FROM (SELECT m.id, m.turn_id, m.tool_calls FROM messages m
+                                  WHERE m.user_id = $1::uuid AND m.thread_id = $2::uuid
+                                    AND m.role = 'assistant' AND m.tool_calls @> $4::jsonb
+                                  ORDER BY m.id DESC LIMIT 1) r) AS call_row
+  FROM threads WHERE user_id = $1::uuid AND id = $2::uuid
+"""
 
-async def find_call(conn: asyncpg.Connection, user_id: str, thread_id: str,
-                    tool_call_id: str) -> dict[str, Any] | None:
-    """The tool call (``{"id","name","arguments"}``) plus its row's ``message_id``/``turn_id``."""
-    probe = [{"id": tool_call_id}]
-    row = await conn.fetchrow(FIND_CALL, user_id, thread_id, probe)
+
+async def call_context(conn: asyncpg.Connection, user_id: str, thread_id: str,
+                       tool_call_id: str) -> tuple[dict[str, Any], dict[str, Any] | None,
+                                                   dict[str, Any] | None] | None:
+    """``(thread, stored result, call)`` for a tool call; None when the thread is not the
+    user's. The result is as ``tool_result`` returns it; the call is
+    ``{"id", "name", "arguments"}`` plus its row's ``message_id`` and ``turn_id``."""
+    row = await conn.fetchrow(CALL_CONTEXT, user_id, thread_id, tool_call_id,
+                              [{"id": tool_call_id}])
+    if row is None:
+        return None
+    thread = dict(row)
+    done, call_row = thread.pop("done"), thread.pop("call_row")
+    return thread, done, _call_of(call_row, tool_call_id)
+
+
+def _call_of(row: Any, tool_call_id: str) -> dict[str, Any] | None:
     if row is None:
         return None
     for call in row["tool_calls"]:

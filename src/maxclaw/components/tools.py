@@ -20,7 +20,7 @@ from maxclaw.components.text import ASK_NOTE
 from maxclaw.db.database import Database
 from maxclaw.errors import ComponentError, Forbidden, Invalid, MaxclawError, NotFound
 from maxclaw.timeline import store as timeline_store
-from maxclaw.timeline.service import TimelineService
+from maxclaw.timeline.service import TimelineService, scoped_thread_id
 
 _QUESTION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -117,10 +117,12 @@ class ToolService:
     async def execute(self, who: Principal, thread_id: str,
                       tool_call_id: str) -> tuple[int, dict[str, Any], dict[str, Any] | None]:
         """Run a service tool once. Returns ``(status, content, error_body)``."""
-        thread = await self._thread(who, thread_id)
+        thread_id = scoped_thread_id(who, thread_id)
         async with self.db.connection() as conn:
-            done = await tool_store.tool_result(conn, who.user_id, thread["id"], tool_call_id)
-            call = await tool_store.find_call(conn, who.user_id, thread["id"], tool_call_id)
+            context = await tool_store.call_context(conn, who.user_id, thread_id, tool_call_id)
+        if context is None:
+            raise NotFound("No such thread.")
+        thread, done, call = context
         if done is not None:
             return _replay(done)
         if call is None:

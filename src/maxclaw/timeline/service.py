@@ -19,6 +19,14 @@ def check_limit(limit: int) -> int:
     return limit
 
 
+def scoped_thread_id(who: Principal, thread_id: str) -> str:
+    """A thread id from a path, checked against the caller's token: a malformed id, or
+    another thread than a bound token's, names nothing (404)."""
+    thread_id = parse_uuid(thread_id)
+    who.check_thread(thread_id)
+    return thread_id
+
+
 class TimelineService:
     """Threads and messages as a user's clients see them."""
 
@@ -43,8 +51,7 @@ class TimelineService:
 
     async def get_thread(self, who: Principal, thread_id: str) -> dict[str, Any]:
         """One thread of the caller's, or 404."""
-        thread_id = parse_uuid(thread_id)
-        who.check_thread(thread_id)
+        thread_id = scoped_thread_id(who, thread_id)
         async with self.db.connection() as conn:
             row = await store.get_thread(conn, who.user_id, thread_id)
         if row is None:
