@@ -54,10 +54,11 @@ async def apns(harness: Harness, tmp_path: Path,
         await dispatcher.close()
 
 
-async def register(actor: Actor, token: str, **extra: Any) -> None:
+async def register(actor: Actor, token: str, **extra: Any) -> int:
     resp = await actor.user.post("/v1/push/devices", json={
         "platform": "apns", "token": token, "topic": TOPIC, "environment": "sandbox", **extra})
     assert resp.status_code == 201, resp.text
+    return int(resp.json()["id"])
 
 
 async def outbox(h: Harness) -> list[dict[str, Any]]:
@@ -136,19 +137,39 @@ async def test_aioapns_sends_apples_format_over_http2(
     assert {r["status"] for r in await outbox(harness)} == {"sent"}
 
 
-async def test_an_unregistered_token_ends_dead_with_apples_reason(
+async def test_an_unregistered_token_removes_its_device(
         harness: Harness, apns: tuple[ApnsFake, Dispatcher]) -> None:
+    """APNs' 410 Unregistered: the app is gone from that device. The device is removed (as
+    its user's DELETE would), so later questions are not pushed to it again."""
     fake, dispatcher = apns
     a = await harness.actor("max")
     await register(a, GONE)
-    await register(a, TOKEN)
+    kept = await register(a, TOKEN)
     tid = await new_thread(a.user)
     await post_card(a.agent, tid, CHOICE)
     assert await dispatcher.run_until_idle() == 2
-    by_status = {r["status"]: r for r in await outbox(harness)}
-    assert set(by_status) == {"sent", "dead"}
-    assert by_status["dead"]["attempts"] == 1
-    assert by_status["dead"]["last_error"] == "APNs answered 410: Unregistered"
+    assert len(fake.requests) == 2
+    devices = (await a.user.get("/v1/push/devices")).json()["devices"]
+    assert [d["id"] for d in devices] == [kept]
+    assert [r["status"] for r in await outbox(harness)] == ["sent"]  # the gone one's rows too
+    assert harness.services.metrics.pushes.labels("apns", "device_gone")._value.get() == 1
+    await post_card(a.agent, await new_thread(a.user), CHOICE)
+    assert await dispatcher.run_until_idle() == 1
+    assert fake.requests[-1].headers[":path"] == f"/3/device/{TOKEN}"
+
+
+async def test_an_ended_live_activity_keeps_its_device(
+        harness: Harness, apns: tuple[ApnsFake, Dispatcher]) -> None:
+    """A 410 for the Live Activity token ends only that activity: the row is dead with
+    Apple's reason, and the device stays."""
+    fake, dispatcher = apns
+    a = await harness.actor("max")
+    await register(a, TOKEN, live_activity_token=GONE)
+    await post_card(a.agent, await new_thread(a.user), CHOICE)
+    assert await dispatcher.run_until_idle() == 1
+    [row] = await outbox(harness)
+    assert (row["status"], row["last_error"]) == ("dead", "APNs answered 410: Unregistered")
+    assert len((await a.user.get("/v1/push/devices")).json()["devices"]) == 1
     assert len(fake.requests) == 2
 
 

@@ -233,3 +233,34 @@ async def test_a_private_address_is_refused_at_send_time_too(push: Harness) -> N
     [row] = await outbox(push)
     assert row["status"] == "dead"
     assert row["last_error"].startswith("refused: 127.0.0.1 is a loopback or private address")
+
+
+@pytest.mark.parametrize(("platform", "status"), [("webpush", 410), ("webpush", 404),
+                                                  ("webhook", 410)])
+async def test_a_device_the_receiver_calls_gone_is_removed(push: Harness, platform: str,
+                                                           status: int) -> None:
+    """Web Push 404/410 (the subscription expired or was revoked) and a webhook's 410: the
+    device is removed with its pushes, after one attempt, and never pushed to again; the
+    user's other device is untouched."""
+    a = await push.actor("max")
+    async with Endpoint(fail_forever=True, fail_status=status) as gone, Endpoint() as alive:
+        if platform == "webpush":
+            body: dict[str, Any] = {"platform": "webpush", "endpoint": f"{gone.url}/wp/1",
+                                    "keys": Subscriber().keys}
+        else:
+            body = {"platform": "webhook", "url": f"{gone.url}/h", "secret": SECRET_KEY}
+        assert (await a.user.post("/v1/push/devices", json=body)).status_code == 201
+        kept = await a.user.post("/v1/push/devices", json={
+            "platform": "webhook", "url": f"{alive.url}/h", "secret": SECRET_KEY})
+        dispatcher = push.services.push.dispatcher
+        await post_card(a.agent, await new_thread(a.user), CHOICE)
+        assert await dispatcher.run_until_idle() == 2
+        assert len(gone.hits) == 1  # one attempt: no retries for a gone device
+        devices = (await a.user.get("/v1/push/devices")).json()["devices"]
+        assert [d["id"] for d in devices] == [kept.json()["id"]]
+        assert [(r["device_id"], r["status"]) for r in await outbox(push)] == [
+            (kept.json()["id"], "sent")]
+        await post_card(a.agent, await new_thread(a.user), CHOICE)
+        assert await dispatcher.run_until_idle() == 1
+        assert len(gone.hits) == 1 and len(alive.hits) == 2
+    assert push.services.metrics.pushes.labels(platform, "device_gone")._value.get() == 1

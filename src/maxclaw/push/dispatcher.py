@@ -147,6 +147,9 @@ class Dispatcher:
     async def _fail(self, delivery: Delivery, exc: DeliveryError) -> None:
         final = not exc.retryable or delivery.attempt >= self.settings.push_max_attempts
         extra = {**self._extra(delivery), "error": exc.message}
+        if exc.device_gone:
+            await self._forget_device(delivery, extra)
+            return
         async with self.db.connection() as conn:
             if final:
                 await store.mark_dead(conn, outbox_id=delivery.outbox_id,
@@ -164,6 +167,15 @@ class Dispatcher:
         outcome = "dead" if final else "retry"
         self.metrics.pushes.labels(delivery.platform, outcome).inc()
         log.warning("push %s", "gave up" if final else "failed; will retry", extra=extra)
+
+    async def _forget_device(self, delivery: Delivery, extra: dict[str, Any]) -> None:
+        """The receiver says the device is gone for good: remove it, as ``DELETE
+        /v1/push/devices/{id}`` would, with its queued and past pushes (the log keeps why).
+        Every later push to it would fail the same way."""
+        async with self.db.connection() as conn:
+            await store.delete_device(conn, user_id=delivery.user_id, device_id=delivery.device_id)
+        self.metrics.pushes.labels(delivery.platform, "device_gone").inc()
+        log.warning("push device gone; removed it and its pushes", extra=extra)
 
     @staticmethod
     def _extra(delivery: Delivery) -> dict[str, Any]:

@@ -145,15 +145,18 @@ def render(delivery: Delivery, now_s: int) -> list[ApnsRequest]:
     return requests
 
 
-def check_result(result: NotificationResult) -> None:
-    """Raise for an APNs error answer (status plus Apple's ``reason``)."""
+def check_result(result: NotificationResult, *, device_token: bool = True) -> None:
+    """Raise for an APNs error answer (status plus Apple's ``reason``). A 410 for the device
+    token means the app is gone from the device; for a Live Activity token (``device_token``
+    False) only that activity has ended, and the device stays."""
     if result.is_successful:
         return
     reason = result.description or "no reason given"
     message = f"APNs answered {result.status}: {reason}"
     retryable = result.status not in PERMANENT_STATUSES and (
         result.status != "403" or reason in RETRYABLE_403_REASONS)
-    raise DeliveryError(message, retryable=retryable)
+    raise DeliveryError(message, retryable=retryable,
+                        device_gone=device_token and result.status == "410")
 
 
 def _redirect(client: APNs, host: str, port: int) -> None:
@@ -233,7 +236,7 @@ class ApnsAdapter:
                 raise DeliveryError(f"APNs timed out after {self.timeout_s:g}s") from exc
             except (ApnsConnectionError, ConnectionClosed, MaxAttemptsExceeded, OSError) as exc:
                 raise DeliveryError(f"APNs unreachable: {type(exc).__name__}") from exc
-            check_result(result)
+            check_result(result, device_token=req.push_type != "liveactivity")
 
     async def close(self) -> None:
         for client in self._clients.values():

@@ -30,14 +30,17 @@ class Delivery:
 
 
 class DeliveryError(Exception):
-    """A failed send. ``retryable`` False ends the row at once (``dead``)."""
+    """A failed send. ``retryable`` False ends the row at once (``dead``); ``device_gone``
+    means the receiver says this device will never take a push again (Web Push 404/410,
+    APNs 410 ``Unregistered``, a webhook's 410): the dispatcher removes the device."""
 
     def __init__(self, message: str, *, retryable: bool = True,
-                 retry_after_s: float | None = None) -> None:
+                 retry_after_s: float | None = None, device_gone: bool = False) -> None:
         super().__init__(message[:ERROR_TEXT_LIMIT])
         self.message = message[:ERROR_TEXT_LIMIT]
-        self.retryable = retryable
+        self.retryable = retryable and not device_gone
         self.retry_after_s = retry_after_s
+        self.device_gone = device_gone
 
 
 class Adapter(Protocol):
@@ -67,5 +70,5 @@ def check_http_status(status: int, text: str, retry_after: str | None, what: str
     detail = " ".join(text.split())[:200]
     message = f"{what} answered HTTP {status}" + (f": {detail}" if detail else "")
     retryable = status in (408, 425, 429) or status >= 500
-    raise DeliveryError(message, retryable=retryable,
+    raise DeliveryError(message, retryable=retryable, device_gone=status == 410,
                         retry_after_s=retry_after_seconds(retry_after))

@@ -109,7 +109,7 @@ class WebPushAdapter:
         if resp.status in (404, 410):
             raise DeliveryError(
                 f"push service answered HTTP {resp.status}: the subscription expired "
-                "or was revoked; the browser must subscribe again", retryable=False)
+                "or was revoked; the browser must subscribe again", device_gone=True)
         check_http_status(resp.status, resp.text, resp.retry_after,
                           "push service")
 
