@@ -530,6 +530,9 @@ async def test_every_card_state_is_visible_at_a_glance(server: ServerProcess, ma
     await expect(irreversible.locator(".badge-irreversible")).to_have_text("Irreversible")
     await expect(component(tab.page, ids["handed-back"]).locator(".status-line")).to_contain_text(
         "Main handed this back to you")
+    await component(tab.page, ids["handed-back"]).get_by_role("button", name="Why?").click()
+    await expect(component(tab.page, ids["handed-back"]).locator(".reason")).to_have_text(
+        "Main's note: This cannot be undone; Max decides.")
     await expect(tab.page.locator(".nudge")).to_contain_text("Merge the release branch today?")
     await tab.page.locator(".scroller").evaluate("el => { el.scrollTop = 0; }")
     await screenshot(tab.page, "00-overview")

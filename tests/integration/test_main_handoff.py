@@ -149,7 +149,7 @@ async def test_answer_for_max_needs_a_reason(harness: Harness) -> None:
 
 async def test_irreversible_is_handed_over_but_only_handed_back(harness: Harness) -> None:
     a = await harness.actor("max")
-    _, cid = await card_with_main(a, CHOICE, stakes="irreversible")
+    tid, cid = await card_with_main(a, CHOICE, stakes="irreversible")
     handoff = next(m for m in await thread_messages(a, a.main_thread_id) if m["role"] == "user")
     assert "irreversible" in handoff["body"]
     refused = await main_tool(a, "answer_for_max", {"component_id": cid, "selected": ["keep"],
@@ -157,10 +157,13 @@ async def test_irreversible_is_handed_over_but_only_handed_back(harness: Harness
     assert refused.status_code == 409 and refused.json()["code"] == "irreversible"
     assert refused.json()["content"]["error"] == (
         "Guessing wrong here cannot be undone; it can't be answered on his behalf. Hand it back.")
-    back = await main_tool(a, "hand_back", {"component_id": cid, "note": "yours"})
+    back = await main_tool(a, "hand_back", {"component_id": cid, "note": " yours "})
     assert back.status_code == 200
     assert back.json()["content"] == {"handed_back": True, "component_id": cid}
-    assert (await component(a, cid))["status"] == "handed-back"
+    got = await component(a, cid)
+    assert (got["status"], got["main_reason"]) == ("handed-back", "yours")  # Max reads it
+    tool = next(m for m in await thread_messages(a, tid) if m["role"] == "tool")
+    assert "yours" not in str(tool["display"])
     ok = await a.user.post(f"/v1/components/{cid}/answer", json={"selected": ["drop"]})
     assert ok.status_code == 200 and ok.json()["status"] == "answered"
 
@@ -173,6 +176,19 @@ async def test_hand_back_only_from_with_main(harness: Harness) -> None:
     resp = await main_tool(a, "hand_back", {"component_id": cid})
     assert resp.status_code == 409 and resp.json()["code"] == "conflict"
     assert resp.json()["content"]["handed_back"] is False
+
+
+@pytest.mark.parametrize(("note", "message"), [
+    (7, "note must be a string"), ("x" * 2001, "at most 2000 characters")])
+async def test_a_bad_hand_back_note_is_refused_and_hands_nothing_back(
+        harness: Harness, note: Any, message: str) -> None:
+    a = await harness.actor("max")
+    _, cid = await card_with_main(a, CHOICE)
+    resp = await main_tool(a, "hand_back", {"component_id": cid, "note": note})
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["content"] == {"handed_back": False,
+                                      "error": f"arguments.note: {message}"}
+    assert (await component(a, cid))["status"] == "with-main"
 
 
 async def test_main_tools_are_forbidden_outside_main(harness: Harness) -> None:

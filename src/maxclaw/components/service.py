@@ -38,6 +38,7 @@ ANSWERABLE = {"card": ["open", "revoked", "handed-back"],
 DEFINITION_CACHE_SIZE = 50_000
 UNSETTLED = ["open", "with-main", "handed-back", "revoked"]
 SECRET_LINE = "Submitted (not echoed)"
+MAX_NOTE_CHARS = 2000  # Main's hand-back note, as long as a question may be
 
 
 def state_of(row: dict[str, Any]) -> dict[str, Any]:
@@ -260,11 +261,17 @@ class ComponentService:
                           "main")
         self.metrics.answers.labels("main").inc()
 
-    async def hand_back(self, conn: asyncpg.Connection, main: Principal,
-                        component_id: str) -> None:
-        """Main's ``hand_back`` inside the caller's transaction: with-main → handed-back."""
+    async def hand_back(self, conn: asyncpg.Connection, main: Principal, component_id: str,
+                        note: Any = None) -> None:
+        """Main's ``hand_back`` inside the caller's transaction: with-main → handed-back. Main's
+        note, if any, is kept as ``main_reason``: Max reads it on the card ("Why?")."""
+        if note is not None and not isinstance(note, str):
+            raise Invalid.at(["arguments", "note"], "note must be a string")
+        if note is not None and len(note) > MAX_NOTE_CHARS:
+            raise Invalid.at(["arguments", "note"], f"at most {MAX_NOTE_CHARS} characters")
         row = await self._load(conn, main.user_id, component_id)
-        new = await store.cas_move(conn, main.user_id, component_id, ["with-main"], "handed-back")
+        new = await store.cas_move(conn, main.user_id, component_id, ["with-main"], "handed-back",
+                                   main_note=(note or "").strip() or None)
         if new is None:
             status = await store.status_of(conn, main.user_id, component_id)
             raise ComponentError("conflict", f"The question is {status}, not with Main.",

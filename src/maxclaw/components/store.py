@@ -68,7 +68,8 @@ UPDATE message_components
        answer = CASE WHEN $5 THEN NULL ELSE answer END,
        answered_by = CASE WHEN $5 THEN NULL ELSE answered_by END,
        answered_via = CASE WHEN $5 THEN NULL ELSE answered_via END,
-       answered_at = CASE WHEN $5 THEN NULL ELSE answered_at END
+       answered_at = CASE WHEN $5 THEN NULL ELSE answered_at END,
+       main_reason = coalesce($6::text, main_reason)
  WHERE id = $1 AND user_id = $2::uuid AND status = ANY($3::text[])
 RETURNING status, answered_by, answered_via, answer, due_at, decision_id
 """
@@ -143,10 +144,12 @@ async def cas_main_answer(conn: asyncpg.Connection, user_id: str, component_id: 
 
 async def cas_move(conn: asyncpg.Connection, user_id: str, component_id: str,
                    from_statuses: list[str], to_status: str,
-                   clear_answer: bool = False) -> dict[str, Any] | None:
-    """A status change without a new answer (to-main, hand-back, revoke); None if it lost."""
+                   clear_answer: bool = False,
+                   main_note: str | None = None) -> dict[str, Any] | None:
+    """A status change without a new answer (to-main, hand-back, revoke); None if it lost.
+    ``main_note`` (Main's note on a hand-back) is kept in ``main_reason``."""
     row = await conn.fetchrow(CAS_MOVE, component_id, user_id, from_statuses, to_status,
-                              clear_answer)
+                              clear_answer, main_note)
     return dict(row) if row else None
 
 

@@ -168,7 +168,7 @@ class ToolService:
                                               args.get("text"), args.get("reason"))
             content: dict[str, Any] = {"answered": True, "component_id": component_id}
         else:
-            await self.components.hand_back(conn, who, component_id)
+            await self.components.hand_back(conn, who, component_id, args.get("note"))
             content = {"handed_back": True, "component_id": component_id}
         await self._write_result(conn, who, thread, call, 200, content)
         return 200, content, None

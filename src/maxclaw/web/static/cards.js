@@ -330,10 +330,21 @@ function renderFooter(def, card, thread, state, ui, ctx) {
       }, 'Revoke'),
     );
   }
+  if (state.status === 'handed-back') {
+    footer.append(h('button', {
+      type: 'button', class: 'link-button', 'aria-expanded': ui.reasonOpen ? 'true' : 'false',
+      onclick: () => ctx.why(def.id),
+    }, 'Why?'));
+  }
   if (ui.reasonOpen && (state.status === 'main-answered' || state.status === 'revoked')) {
     footer.append(h('p', { class: 'reason' },
       h('span', { class: 'answer-label', text: 'Main\'s reason: ' }),
       h('span', { text: ui.reason === undefined ? 'Loading…' : (ui.reason || 'Main gave no reason.') })));
+  }
+  if (ui.reasonOpen && state.status === 'handed-back') {
+    footer.append(h('p', { class: 'reason' },
+      h('span', { class: 'answer-label', text: 'Main\'s note: ' }),
+      h('span', { text: ui.reason === undefined ? 'Loading…' : (ui.reason || 'Main left no note.') })));
   }
   return footer;
 }
