@@ -7,7 +7,6 @@ neither, commands use the embedded PostgreSQL in ``MAXCLAW_DATA_DIR``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import signal
 import sys
@@ -151,21 +150,32 @@ def _database_answers(url: str) -> bool:
 
 
 def _first_run_hint(settings: Settings) -> None:
-    """With the embedded database, make sure a user exists and say how to sign in."""
+    """With the embedded database: on the first start, create the user ``max`` and print a
+    WebUI link with a sign-in token; on later starts, say how to get one. (Minting a token on
+    every start would leave a new never-expiring credential in every terminal and log.)"""
     from maxclaw.errors import Conflict
 
-    async def ensure_user(services: Any) -> str:
-        with contextlib.suppress(Conflict):  # not the first run: max exists
+    async def first_token(services: Any) -> str | None:
+        try:
             await services.auth.create_user("max")
+        except Conflict:  # not the first start
+            return None
         token: str = await services.auth.create_token("max", "user")
         return token
 
     assert settings.database_url
-    token = run_async(settings.database_url, ensure_user)
-    url = f"http://{settings.host}:{settings.port}/#token={token}"
-    typer.echo(f"MaxClaw is starting with the embedded database in {settings.data_dir}.\n"
-               f"  Open the WebUI: {url}\n"
-               f"  More tokens:    maxclaw token create --user max --role user|agent", err=True)
+    token = run_async(settings.database_url, first_token)
+    base = f"http://{settings.host}:{settings.port}/"
+    if token is not None:
+        typer.echo(f"MaxClaw is starting with the embedded database in {settings.data_dir}.\n"
+                   f"  Open the WebUI: {base}#token={token}\n"
+                   f"  More tokens:    maxclaw token create --user max --role user|agent",
+                   err=True)
+    else:
+        typer.echo(f"MaxClaw is starting with the embedded database in {settings.data_dir}.\n"
+                   f"  WebUI: {base} (sign in with the link from the first start, or a new\n"
+                   f"  token: maxclaw token create --user max --role user, then open\n"
+                   f"  {base}#token=<token>)", err=True)
 
 
 @app.command()

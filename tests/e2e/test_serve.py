@@ -156,6 +156,24 @@ def test_embedded_database_starts_and_stops(spawn: Spawn, data_dir: Path, sig: i
     assert "Traceback" not in serve.err()
 
 
+def test_only_the_first_start_mints_a_sign_in_token(spawn: Spawn, data_dir: Path) -> None:
+    """A restart on the same data directory says how to sign in without minting (and
+    printing) another never-expiring token; the first link still signs in."""
+    first = spawn()
+    first.wait_ready(READY_WITHIN_S)
+    match = re.search(r"http://\S+/#token=(\S+)", first.err())
+    assert match, first.err()[-3000:]
+    assert first.stop(signal.SIGTERM) == 128 + signal.SIGTERM
+    again = spawn()
+    again.wait_ready(READY_WITHIN_S)
+    assert "#token=<token>" in again.err() and not re.search(r"#token=[^<\s]", again.err())
+    assert "maxclaw token create --user max --role user" in again.err()
+    me = httpx.get(again.base_url + "/v1/me", timeout=5,
+                   headers={"Authorization": f"Bearer {match.group(1)}"})
+    assert me.status_code == 200 and me.json()["name"] == "max"
+    assert again.stop(signal.SIGTERM) == 128 + signal.SIGTERM
+
+
 def test_an_unreachable_database_is_one_line(spawn: Spawn, data_dir: Path) -> None:
     closed = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
     serve = spawn("--database-url", closed)
