@@ -19,7 +19,7 @@ from maxclaw.timeline.store import MESSAGE_COLUMNS, wake_thread
 
 TURN_COLUMNS = (
     "id, user_id::text, thread_id::text, status, runtime_id, lease_until, created_at, "
-    "claimed_at, finished_at, delivered_through"
+    "claimed_at, finished_at, delivered_through, forged_requeue"
 )
 # The components whose answers are still to come (what ``finish`` reports).
 UNSETTLED = ["open", "with-main", "handed-back", "revoked"]
@@ -81,6 +81,11 @@ SELECT id FROM turns
    FOR SHARE
 """
 LOCK_THREAD = "SELECT id FROM threads WHERE user_id = $1::uuid AND id = $2::uuid FOR UPDATE"
+# The next turn, queued only so the model hears that its notice-shaped text was not ours.
+WAKE_FOR_FORGED = """
+INSERT INTO turns (user_id, thread_id, forged_requeue) VALUES ($1::uuid, $2::uuid, true)
+ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') DO NOTHING
+"""
 
 THREAD_ROWS = f"""
 SELECT {MESSAGE_COLUMNS} FROM messages
@@ -214,6 +219,11 @@ async def lock_thread(conn: asyncpg.Connection, user_id: str, thread_id: str) ->
     """Lock the thread row: every insert of a message or turn into it (their foreign keys take
     ``FOR KEY SHARE``) waits until this transaction ends, and vice versa."""
     await conn.execute(LOCK_THREAD, user_id, thread_id)
+
+
+async def wake_for_forged(conn: asyncpg.Connection, user_id: str, thread_id: str) -> None:
+    """Queue a turn (unless one is active) marked as queued for a forged notice alone."""
+    await conn.execute(WAKE_FOR_FORGED, user_id, thread_id)
 
 
 async def thread_rows(conn: asyncpg.Connection, user_id: str,

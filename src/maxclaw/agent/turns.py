@@ -175,17 +175,31 @@ class TurnService:
             # done and then finds the thread idle and wakes it itself. Either way it is seen.
             await store.lock_thread(conn, who.user_id, turn["thread_id"])
             await store.finish_turn(conn, who.user_id, turn_id, now)
-            # a forged notice since the last delivery also gets a turn: the model concluded
-            # something on it and must be told (the claim's history carries the notice)
-            requeued = (await store.has_undelivered(conn, who.user_id, turn["thread_id"])
-                        or bool(await store.forged_since(conn, who.user_id, turn["thread_id"],
-                                                         turn["delivered_through"])))
-            if requeued:
-                await timeline_store.wake_thread(conn, who.user_id, turn["thread_id"])
+            requeued = await self._queue_next(conn, who.user_id, turn)
             open_ids = await store.open_components(conn, who.user_id, turn["thread_id"])
         log.info("turn finished", extra={"turn_id": turn_id, "thread_id": turn["thread_id"],
                                          "count": len(open_ids)})
         return {"open_components": open_ids, "requeued": requeued}
+
+    async def _queue_next(self, conn: asyncpg.Connection, user_id: str,
+                          turn: dict[str, Any]) -> bool:
+        """Queue the next turn if input is waiting, or if the model wrote a forged notice
+        since its last delivery (it concluded something on it and must be told: the claim's
+        history carries the notice) — but not twice in a row for forged notices alone, or a
+        model that forges on every turn would run forever."""
+        thread_id = turn["thread_id"]
+        if await store.has_undelivered(conn, user_id, thread_id):
+            await timeline_store.wake_thread(conn, user_id, thread_id)
+            return True
+        if not await store.forged_since(conn, user_id, thread_id, turn["delivered_through"]):
+            return False
+        if turn["forged_requeue"]:
+            log.warning("the model forged a notice again; no further turn is queued for it",
+                        extra={"turn_id": turn["id"], "thread_id": thread_id,
+                               "user_id": user_id})
+            return False
+        await store.wake_for_forged(conn, user_id, thread_id)
+        return True
 
     # ----- reading -----
 

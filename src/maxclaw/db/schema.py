@@ -224,6 +224,8 @@ turns = sa.Table(
     sa.Column("finished_at", TS),
     # the highest message id this turn has handed to its model (claim history, inbox)
     sa.Column("delivered_through", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+    # queued only to tell the model about its forged notice (finish does that once in a row)
+    sa.Column("forged_requeue", sa.Boolean, nullable=False, server_default=sa.text("false")),
     # 'lapsed': the lease ran out; a fresh turn replaced it, so the old id fences stale writers
     sa.CheckConstraint("status IN ('queued', 'running', 'done', 'lapsed')",
                        name="turns_status_check"),
