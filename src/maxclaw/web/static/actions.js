@@ -1,0 +1,152 @@
+// The session's actions: answering cards and decisions, Main's hand-off controls, the panel,
+// the composer. Mixed into Session (session.js); `this` is the session.
+
+import { describeError } from './api.js';
+import { toolCallIdOf } from './cards.js';
+import { SNOOZE_MINUTES } from './decisions.js';
+
+const WIDE = '(min-width: 1100px)';
+
+export const actions = {
+  /** Keep a Component answer until the tool row's upsert (which carries the same) arrives. */
+  applyComponent(component) {
+    const row = this.store.toolRow(component.thread_id, toolCallIdOf(component.id));
+    this.overrides.set(component.id, {
+      toolRev: row ? Number(row.rev) : -1,
+      state: { status: component.status, answered_by: component.answered_by,
+        answered_via: component.answered_via, answer: component.answer, due_at: component.due_at },
+    });
+    this.scheduleRender();
+  },
+
+  async answer(id, selected, text, opts = {}) {
+    await this.act(id, async () => {
+      const component = await this.api.answer(id, selected, text);
+      Object.assign(this.ui(id), { draft: '', checked: [], otherOpen: false });
+      if (opts.secret) this.toast('Submitted (not echoed).');
+      return component;
+    });
+  },
+
+  async act(id, call) {
+    const ui = this.ui(id);
+    if (ui.busy) return;
+    this.setUi(id, { busy: true, error: null });
+    try {
+      this.applyComponent(await call());
+    } catch (err) {
+      ui.error = describeError(err);
+    } finally {
+      this.setUi(id, { busy: false });
+    }
+  },
+
+  async why(id) {
+    const ui = this.ui(id);
+    if (ui.reasonOpen) {
+      this.setUi(id, { reasonOpen: false });
+      return;
+    }
+    this.setUi(id, { reasonOpen: true });
+    try {
+      const component = await this.api.component(id);
+      this.setUi(id, { reason: component.main_reason || '' });
+    } catch (err) {
+      this.setUi(id, { reasonOpen: false, error: describeError(err) });
+    }
+  },
+
+  async settle(decision, selected, text, opts = {}) {
+    const key = `d${decision.id}`;
+    if (this.ui(key).busy) return;
+    this.setUi(key, { busy: true, error: null });
+    try {
+      const settled = await this.api.settle(decision.id, selected, text);
+      this.store.upsert('decisions', settled);
+      this.ui(key).draft = '';
+      this.toast(opts.secret ? 'Submitted (not echoed).' : `Answered: ${decision.title || 'question'}.`);
+    } catch (err) {
+      this.ui(key).error = describeError(err);
+    } finally {
+      this.setUi(key, { busy: false });
+    }
+  },
+
+  async snooze(decision) {
+    try {
+      this.store.upsert('decisions', await this.api.snooze(decision.id, SNOOZE_MINUTES));
+      this.toast(`Main's question is snoozed for ${SNOOZE_MINUTES} minutes.`);
+    } catch (err) {
+      this.toast(describeError(err));
+    }
+  },
+
+  /** Show the decisions panel (an overlay on narrow screens) at the decision for `componentId`. */
+  openPanel(componentId) {
+    if (!window.matchMedia(WIDE).matches) document.body.classList.add('panel-open');
+    this.el.panelToggle.setAttribute('aria-expanded', 'true');
+    // the decision may still be on its way over the WebSocket: focus it when it arrives
+    this.pendingFocus = { componentId, until: Date.now() + 5000 };
+    this.render();
+    if (this.pendingFocus) this.el.panelHeading.focus();
+  },
+
+  focusPendingDecision() {
+    const pending = this.pendingFocus;
+    if (!pending) return;
+    if (Date.now() > pending.until) {
+      this.pendingFocus = null;
+      return;
+    }
+    const target = this.el.decisionList.querySelector(
+      `[data-component-id="${CSS.escape(pending.componentId)}"]`);
+    if (!target) return;
+    this.pendingFocus = null;
+    target.scrollIntoView({ block: 'nearest' });
+    target.focus({ preventScroll: true });
+  },
+
+  togglePanel() {
+    if (window.matchMedia(WIDE).matches) {
+      this.el.panelHeading.focus();
+      return;
+    }
+    const open = document.body.classList.toggle('panel-open');
+    this.el.panelToggle.setAttribute('aria-expanded', String(open));
+    if (open) this.el.panelHeading.focus();
+  },
+
+  toggleNav() {
+    const open = document.body.classList.toggle('nav-open');
+    this.el.navToggle.setAttribute('aria-expanded', String(open));
+  },
+
+  async sendMessage() {
+    const body = this.el.composerInput.value;
+    if (!body.trim() || !this.threadId) return;
+    this.el.composerSend.disabled = true;
+    this.setComposerError(null);
+    try {
+      this.store.upsert('messages', await this.api.postMessage(this.threadId, body));
+      this.el.composerInput.value = '';
+      this.jumpToEnd = true;
+      this.scheduleRender();
+    } catch (err) {
+      this.setComposerError(describeError(err));
+    } finally {
+      this.el.composerSend.disabled = false;
+    }
+  },
+
+  async createThread(title, kind) {
+    try {
+      const thread = await this.api.createThread(title, kind);
+      this.store.upsert('threads', thread);
+      this.openThread(thread.id);
+      return true;
+    } catch (err) {
+      this.toast(describeError(err));
+      return false;
+    }
+  },
+};
