@@ -413,6 +413,12 @@ async def test_input_whose_wake_lost_to_a_running_turn_is_seen_by_finish(
 # ----- leases and the fencing token -----
 
 
+def expire_leases(turns: Any) -> None:
+    """Move the TurnService's clock one second past a lease from now: every lease handed out
+    so far has run out."""
+    turns.clock = FixedClock(turns.clock.now() + turns.lease + timedelta(seconds=1))
+
+
 async def test_lapsed_lease_requeues_and_fences_the_stale_turn(harness: Harness) -> None:
     max_ = await harness.actor("max")
     thread = await new_thread(max_)
@@ -424,7 +430,7 @@ async def test_lapsed_lease_requeues_and_fences_the_stale_turn(harness: Harness)
     async with harness.services.db.connection() as conn:
         assert await turn_store.current_running_turn(conn, max_.user_id, thread) == old["id"]
     turns = harness.services.turns
-    turns.clock = FixedClock(turns.clock.now() + turns.lease + timedelta(seconds=1))
+    expire_leases(turns)
     assert await turns.lapse_expired() == 1
     states = await turns_of(harness, thread)
     assert states == [(old["id"], "lapsed"), (states[1][0], "queued")]
@@ -445,7 +451,7 @@ async def test_heartbeat_after_the_lease_ran_out_lapses_the_turn(harness: Harnes
     await say(max_, thread, "go")
     old = (await claim(max_)).json()["turn"]
     turns = harness.services.turns
-    turns.clock = FixedClock(turns.clock.now() + turns.lease + timedelta(seconds=1))
+    expire_leases(turns)
     assert_error(await max_.agent.post(f"/v1/agent/turns/{old['id']}/heartbeat"),
                  409, "conflict")
     assert [s for _, s in await turns_of(harness, thread)] == ["lapsed", "queued"]
@@ -457,7 +463,7 @@ async def test_a_claim_lapses_expired_leases_before_claiming(harness: Harness) -
     await say(max_, thread, "go")
     old = (await claim(max_)).json()["turn"]
     turns = harness.services.turns
-    turns.clock = FixedClock(turns.clock.now() + turns.lease + timedelta(seconds=1))
+    expire_leases(turns)
     turns._last_lapse_check = float("-inf")
     resp = await claim(max_, runtime="rescuer")
     assert resp.status_code == 200
@@ -476,7 +482,7 @@ async def test_fencing_lock_holds_off_a_lapse(harness: Harness) -> None:
         async with writer.transaction():
             assert await turn_store.current_running_turn(writer, max_.user_id, thread) \
                 == old["id"]
-            turns.clock = FixedClock(turns.clock.now() + turns.lease + timedelta(seconds=1))
+            expire_leases(turns)
             assert await turns.lapse_expired() == 0
         assert await turns.lapse_expired() == 1
     finally:
