@@ -256,3 +256,40 @@ async def test_statements_per_execute(counted: tuple[Harness, counting.Statement
         assert await _count(log, run) == {"sql": 6, "begin_commit": 2, "pool_reset": 0}
         # a retry replays the stored result: the one read
         assert await _count(log, run) == {"sql": 1, "begin_commit": 0, "pool_reset": 0}
+
+
+async def test_statements_per_round_trip(counted: tuple[Harness, counting.StatementLog]) -> None:
+    """An agent's round trip over HTTP with ``"execute": true``: two requests, two
+    transactions. The post: one read (thread, stored results, presence), the assistant row, the
+    tool row, the carriers, their pushes, the component rows; the answer as above. Posting and
+    executing as two requests cost 4 + 8 statements (two reads more, one transaction more)."""
+    h, log = counted
+    actor = await h.actor("max")
+
+    async def post(tid: str, call_id: str, *questions: dict[str, Any]) -> dict[str, Any]:
+        resp = await actor.agent.post(f"/v1/agent/threads/{tid}/messages", json={
+            "role": "assistant", "content": None, "execute": True,
+            "tool_calls": [{"id": call_id, "type": "function", "function": {
+                "name": "ask_user_question", "arguments": ask_args(*questions)}}]})
+        assert resp.status_code == 201, resp.text
+        assert resp.json()["results"][0]["status"] == 200
+        return dict(resp.json())
+
+    await post(await new_thread(actor.user), "rt_warm", CHOICE)  # warm-up (token, types)
+    for n, questions in enumerate(((CHOICE,), (CHOICE, TEXT, SECRET))):
+        tid, call_id = await new_thread(actor.user), f"rt_{n}"
+
+        async def posted(tid: str = tid, call_id: str = call_id,
+                         questions: tuple[dict[str, Any], ...] = questions) -> None:
+            await post(tid, call_id, *questions)
+
+        assert await _count(log, posted) == {"sql": 6, "begin_commit": 2, "pool_reset": 0}
+        # a retried post writes nothing: the read, the call's row, execute's replay read
+        assert await _count(log, posted) == {"sql": 3, "begin_commit": 2, "pool_reset": 0}
+
+        async def answered(call_id: str = call_id) -> None:
+            resp = await actor.user.post(f"/v1/components/{call_id}:q1/answer",
+                                         json={"selected": ["keep"]})
+            assert resp.status_code == 200, resp.text
+
+        assert await _count(log, answered) == {"sql": 5, "begin_commit": 2, "pool_reset": 0}

@@ -18,6 +18,6 @@ def register(services: Services) -> None:
     services.decisions = DecisionService(services.db, services.clock, services.components)
     services.presence = PresenceService(services.db, services.clock, s.presence_ttl_s)
     services.tools = ToolService(services.db, services.components, services.timeline)
-    services.agent_messages = AgentMessageService(services.db)
+    services.agent_messages = AgentMessageService(services.db, services.tools)
     if s.run_sweeper:
         services.jobs.append(Sweeper(services.components, s.sweep_interval_s, s.sweep_batch))
