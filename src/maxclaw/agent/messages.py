@@ -20,7 +20,7 @@ from maxclaw.agent import turn_store
 from maxclaw.agent.guard import looks_forged
 from maxclaw.auth.service import Principal, parse_uuid
 from maxclaw.components import tool_store
-from maxclaw.components.definitions import normalize_tool_call
+from maxclaw.components.definitions import Card, normalize_tool_call
 from maxclaw.components.tools import NeedsExecute, ToolService
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, Invalid, NotFound
@@ -95,9 +95,13 @@ class AgentMessageService:
                     await self._check_turn(conn, who.user_id, thread_id, turn_id)
                 if not done:
                     row = await self._assistant(conn, who, thread_id, body, turn_id)
+                    cards: list[Card] = []
                     results = await tools.run_posted(conn, who, thread, calls, row["id"],
-                                                     turn_id, watching)
-                    return {**row, "results": results}
+                                                     turn_id, watching, cards)
+            if not done:  # committed: an answer needs not read the cards' definitions back
+                for card in cards:
+                    tools.components.remember(who.user_id, card)
+                return {**row, "results": results}
         except (NeedsExecute, asyncpg.UniqueViolationError):
             row = await self.post(who, thread_id, {**body, "execute": False})
             return {**row, "results": await tools.executed(who, thread_id, calls)}

@@ -163,6 +163,14 @@ class ComponentService:
         self.metrics.answers.labels(via).inc()
         return component_projection(new, definition)
 
+    def remember(self, user_id: str, card: Card) -> None:
+        """Cache the definitions of a card whose rows have committed (they never change), so
+        the first answer on this process needs not read them back."""
+        if len(self._definitions) + len(card.components) > DEFINITION_CACHE_SIZE:
+            self._definitions.clear()
+        for component in card.components:
+            self._definitions[(user_id, component.id)] = component
+
     async def _definition(self, user_id: str, component_id: str) -> ComponentDefinition:
         """A component's definition; cached, since the call that defines it never changes."""
         key = (user_id, component_id)

@@ -13,7 +13,7 @@ import asyncpg
 
 from maxclaw.auth.service import Principal
 from maxclaw.components import tool_store
-from maxclaw.components.definitions import ASK_TOOL, components_of_tool_call
+from maxclaw.components.definitions import ASK_TOOL, Card, components_of_tool_call
 from maxclaw.components.rules import tools_offered
 from maxclaw.components.service import ComponentService
 from maxclaw.components.text import ASK_NOTE
@@ -138,7 +138,10 @@ class ToolService:
             raise Forbidden(f"{call['name']} is not offered in a {thread['kind']} thread.")
         try:
             async with self.db.transaction() as conn:
-                return await self._run(conn, who, thread, call)
+                result = await self._run(conn, who, thread, call)
+            if call["name"] == ASK_TOOL:  # committed: the answer needs not read it back
+                self.components.remember(who.user_id, components_of_tool_call(call))
+            return result
         except asyncpg.UniqueViolationError:
             # a concurrent retry wrote the result first: return that one
             async with self.db.connection() as conn:
@@ -150,11 +153,12 @@ class ToolService:
 
     async def run_posted(self, conn: asyncpg.Connection, who: Principal, thread: dict[str, Any],
                          calls: list[dict[str, Any]], message_id: int, turn_id: int | None,
-                         watching: bool) -> list[dict[str, Any]]:
+                         watching: bool, cards: list[Card]) -> list[dict[str, Any]]:
         """``execute`` for the service's own calls of an assistant row just written in ``conn``'s
         transaction (a post with ``"execute": true``), in that transaction; one result per
-        service call, in order. Only the common case runs here — cards posted, nothing to
-        refuse: anything else raises ``NeedsExecute`` before this transaction commits."""
+        service call, in order; the cards posted are appended to ``cards``. Only the common
+        case runs here — cards posted, nothing to refuse: anything else raises
+        ``NeedsExecute`` before this transaction commits."""
         results: list[dict[str, Any]] = []
         for call in (c for c in calls if c["name"] in TOOL_SPECS):
             if call["name"] != ASK_TOOL or ASK_TOOL not in tools_offered(thread["kind"]):
@@ -165,6 +169,7 @@ class ToolService:
                 raise NeedsExecute(call["id"]) from None  # the refusal is written by execute
             status, content, _ = await self._post_card(conn, who, thread, card, message_id,
                                                        turn_id, watching)
+            cards.append(card)
             results.append({"tool_call_id": call["id"], "status": status, "content": content,
                             "error": None})
         return results
