@@ -1,7 +1,7 @@
 """What clients see of threads and messages (REST and WebSocket use the same functions).
 
 A sensitive user row (a secret answer) is shown with ``body: null``; its plaintext is served
-only to agent runtimes (``maxclaw.agent``).
+only to agent runtimes (``maxclaw.turns``).
 """
 
 from __future__ import annotations
