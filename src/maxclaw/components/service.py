@@ -16,12 +16,12 @@ from typing import Any
 import asyncpg
 
 from maxclaw.auth.service import Principal
+from maxclaw.cards.answers import stored_answer, validate_answer
+from maxclaw.cards.definitions import Card, ComponentDefinition, components_of_tool_call
+from maxclaw.cards.rules import main_may_take
+from maxclaw.cards.text import answer_message_text, handoff_text, revoke_text
 from maxclaw.clock import Clock
 from maxclaw.components import store
-from maxclaw.components.answers import stored_answer, validate_answer
-from maxclaw.components.definitions import Card, ComponentDefinition, components_of_tool_call
-from maxclaw.components.rules import main_may_take
-from maxclaw.components.text import answer_message_text, handoff_text, revoke_text
 from maxclaw.db.database import Database
 from maxclaw.decisions import service as carriers
 from maxclaw.errors import ComponentError, Invalid, NotFound

@@ -12,11 +12,11 @@ from typing import Any
 import asyncpg
 
 from maxclaw.auth.service import Principal
+from maxclaw.cards.definitions import ASK_TOOL, components_of_tool_call
+from maxclaw.cards.rules import tools_offered
+from maxclaw.cards.text import ASK_NOTE
 from maxclaw.components import tool_store
-from maxclaw.components.definitions import ASK_TOOL, components_of_tool_call
-from maxclaw.components.rules import tools_offered
 from maxclaw.components.service import ComponentService
-from maxclaw.components.text import ASK_NOTE
 from maxclaw.db.database import Database
 from maxclaw.errors import ComponentError, Forbidden, Invalid, MaxclawError, NotFound
 from maxclaw.timeline import store as timeline_store
