@@ -102,6 +102,10 @@ def print_report(report: dict[str, Any]) -> None:
                   file=out)
         elif name in report:
             print(f"{label}: {item.get('status', 'not measured')}", file=out)
+    if report.get("push"):
+        from bench.push import line as push_line
+
+        print(push_line(report["push"]), file=out)
     print("\nTargets", file=out)
     for v in report["verdicts"]:
         mark = {True: "HOLDS", False: "MISSES", None: "  -   "}[v["holds"]]

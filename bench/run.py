@@ -23,6 +23,7 @@ from bench import (
     dataset,
     floor,
     live,
+    push,
     roundtrip,
     server,
     sweep,
@@ -211,6 +212,11 @@ async def run(plan: Plan, url: str, source: str, log_dir: Path,
     report["claim"] = await live.answer_to_claim(url, log_dir, poster, plan.claim_answers)
     say(f"  p50 {report['claim']['latency'].get('p50_ms')} ms, "
         f"p99 {report['claim']['latency'].get('p99_ms')} ms")
+    say(f"push: a backlog to a local webhook, then answer → withdraw at "
+        f"{plan.push_rate:g} answers/s …")
+    report["push"] = await push.run(url, log_dir, backlog=plan.push_backlog,
+                                    answers=plan.push_answers, rate=plan.push_rate)
+    say("  " + push.line(report["push"]))
     finished = datetime.now(UTC)
     report["finished_at"] = finished.isoformat(timespec="seconds")
     report["duration_s"] = round((finished - started).total_seconds(), 1)
