@@ -41,7 +41,7 @@ class HttpSender:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s), trust_env=False,
                 headers={"User-Agent": USER_AGENT},
-                connector=aiohttp.TCPConnector(limit=50, limit_per_host=20))
+                connector=aiohttp.TCPConnector(limit=128, limit_per_host=64))
         return self._session
 
     async def guard(self, url: str) -> None:
