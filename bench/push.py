@@ -218,6 +218,33 @@ async def run(url: str, log_dir: Path, *, backlog: int = 5000, answers: int = 50
         await receiver.stop()
 
 
+def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets for this line, as ``bench.targets`` rows."""
+    t, a = result["throughput"], result["answer_to_withdraw"]
+    p99 = a["latency"].get("p99_ms")
+    load = f"load average {t['load_average_1m']} on {os.cpu_count()} cores"
+    return [
+        {"target": "push dispatcher ≥ 500 deliveries/s to a local webhook",
+         "measured": t["deliveries_per_s"], "threshold": "≥ 500",
+         "holds": t["deliveries_per_s"] >= 500,
+         "note": f"worker CPU {t['worker_cpu_ms_per_delivery']} ms/delivery; {load}"},
+        {"target": "answer → withdraw delivered p99 at 100 answers/s, 2 devices/user",
+         "measured": p99, "threshold": "≤ 1000 ms",
+         "holds": None if p99 is None else p99 <= 1000,
+         "note": f"{a['achieved_rate_per_s']} answers/s achieved"},
+        {"target": "withdraws queued for notifications never sent",
+         "measured": a["withdraws_for_unsent_notifies"], "threshold": "0",
+         "holds": a["withdraws_for_unsent_notifies"] == 0, "note": ""},
+    ]
+
+
+async def item(url: str, plan: Any, log_dir: Path) -> dict[str, Any]:
+    """``python -m bench``'s push item (``bench.run.ITEMS``)."""
+    result = await run(url, log_dir, backlog=plan.push_backlog, answers=plan.push_answers,
+                       rate=plan.push_rate)
+    return {**result, "verdicts": targets(result)}
+
+
 def line(result: dict[str, Any]) -> str:
     t, a = result["throughput"], result["answer_to_withdraw"]
     lat = a["latency"]
@@ -248,8 +275,11 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         db.drop()
         pg.stop()
-    print(json.dumps(result, indent=1))
+    print(json.dumps({k: v for k, v in result.items()}, indent=1))
     print(line(result))
+    for v in targets(result):
+        print(f"  [{'HOLDS' if v['holds'] else 'MISSES'}] {v['target']}: {v['measured']} "
+              f"(target {v['threshold']}) {v['note']}")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from tests.reliability.support import provision
 
 ROWS_PER_KILL = 200
 DRAIN_LIMIT_S = 60.0
-CONCURRENCY = 64  # the dispatcher's default push_concurrency
+CONCURRENCY = 48  # the dispatcher's default push_concurrency
 
 
 def kills() -> int:
