@@ -157,6 +157,7 @@ def _card(*questions: dict[str, object]) -> object:
     ((CHOICE,), {"kind": "main", "category": None}, False),
     ((CHOICE,), {"kind": "isolated", "category": None}, False),
     ((CHOICE,), {"kind": "normal", "category": "finance"}, False),
+    ((CHOICE,), {"kind": "background", "category": None}, True),
 ])
 def test_main_may_take(questions: tuple[dict[str, object], ...], thread: dict[str, object],
                        may: bool) -> None:
