@@ -10,14 +10,14 @@
   now sends them; the WebUI no longer re-derives them): existing cards are backfilled here.
 
 Revision ID: 0005_lifecycle
-Revises: 0004
+Revises: 0005_trust
 Create Date: 2026-12-01
 """
 
 from alembic import op
 
 revision = "0005_lifecycle"
-down_revision = "0004"
+down_revision = "0005_trust"
 branch_labels = None
 depends_on = None
 

@@ -1,4 +1,4 @@
-"""The transitions table and the pure rules around it, without a database."""
+"""The transitions table, without a database (the card rules beside it: test_card_rules.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from maxclaw.components import machine
-from maxclaw.components.definitions import components_of_tool_call
 from maxclaw.components.machine import (
     MAX_SURFACES,
     SETTLED,
@@ -22,9 +21,7 @@ from maxclaw.components.machine import (
     may_hand_to_main,
     transition,
 )
-from maxclaw.components.rules import main_may_take, tools_offered
 from maxclaw.errors import ComponentError
-from tests.cards import CHOICE, OBJECT, SECRET, TEXT, ask_args
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "maxclaw"
 
@@ -140,31 +137,3 @@ def test_table_rows_for_the_docs() -> None:
     for name, sources, target, actor, surface in rows:
         line = f"| `{name}` | {sources} | {target} | {actor} | {surface} |"
         assert line in doc, f"docs/rich-message.md lacks the row {line}"
-
-
-# ----- the pure rules next to the table -----
-
-def _card(*questions: dict[str, object]) -> object:
-    return components_of_tool_call({"id": "c1", "name": "ask_user_question",
-                                    "arguments": ask_args(*questions)})
-
-
-@pytest.mark.parametrize(("questions", "thread", "may"), [
-    ((CHOICE,), {"kind": "normal", "category": None}, True),
-    ((CHOICE, TEXT), {"kind": "normal", "category": None}, True),
-    ((OBJECT,), {"kind": "normal", "category": None}, False),
-    ((CHOICE, SECRET), {"kind": "normal", "category": None}, False),
-    ((CHOICE,), {"kind": "main", "category": None}, False),
-    ((CHOICE,), {"kind": "isolated", "category": None}, False),
-    ((CHOICE,), {"kind": "normal", "category": "finance"}, False),
-    ((CHOICE,), {"kind": "background", "category": None}, True),
-])
-def test_main_may_take(questions: tuple[dict[str, object], ...], thread: dict[str, object],
-                       may: bool) -> None:
-    assert main_may_take(_card(*questions), thread) is may  # type: ignore[arg-type]
-
-
-def test_tools_offered() -> None:
-    assert tools_offered("background") == []
-    assert tools_offered("normal") == ["ask_user_question"]
-    assert tools_offered("main") == ["ask_user_question", "answer_for_max", "hand_back"]

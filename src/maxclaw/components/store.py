@@ -57,7 +57,7 @@ WITH prev AS (
            main_reason = coalesce($9::text, c.main_reason),
            due_at = NULL, updated_at = now()
       FROM prev
-     WHERE c.id = prev.id AND prev.status = ANY($3::text[])
+     WHERE c.user_id = $2::uuid AND c.id = prev.id AND prev.status = ANY($3::text[])
     RETURNING {COMPONENT_COLUMNS}, prev.status AS from_status
 ), mirror AS (
     UPDATE messages m
@@ -89,7 +89,7 @@ SELECT {COMPONENT_COLUMNS}, m.tool_calls, t.kind AS thread_kind, t.category, t.t
   FROM message_components c
   JOIN messages m ON m.id = c.message_id
   JOIN threads t ON t.id = c.thread_id
- WHERE c.id IN (SELECT id FROM message_components
+ WHERE (c.user_id, c.id) IN (SELECT user_id, id FROM message_components
                  WHERE status = 'open' AND due_at IS NOT NULL AND due_at <= $1
                  ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED)
    AND c.status = 'open'
@@ -148,14 +148,18 @@ async def claim_due(conn: asyncpg.Connection, now: datetime, limit: int) -> list
 
 # ----- the due sweep, set-wise: a batch costs a fixed number of statements, not ~8 per card ----
 
-# The two sweep transitions for the claimed rows: ``to-main`` ($1 → $3) and ``keep-open``
-# (the others → $4, due time cleared), both from $5 (the table's from-states).
+# The two sweep transitions for the claimed rows: ``to-main`` (x.to_main → $4) and
+# ``keep-open`` (the others → $5, due time cleared), both only from $6 (the table's
+# from-states); a component is named by (user_id, id): ids are the caller's and only unique
+# per user
 SWEEP_MOVE = """
-UPDATE message_components
-   SET status = CASE WHEN id = ANY($1::text[]) THEN $3 ELSE $4 END,
+UPDATE message_components c
+   SET status = CASE WHEN x.to_main THEN $4 ELSE $5 END,
        due_at = NULL, updated_at = now()
- WHERE id = ANY($2::text[]) AND status = ANY($5::text[])
-RETURNING id, status, answered_by, answered_via, answer, due_at, decision_id
+  FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(user_id, id, to_main)
+ WHERE c.user_id = x.user_id AND c.id = x.id AND c.status = ANY($6::text[])
+RETURNING c.user_id::text, c.id, c.status, c.answered_by, c.answered_via, c.answer, c.due_at,
+          c.decision_id
 """
 # Tool rows are locked in id order before any is written: the order answers and other
 # sweepers follow, so nobody waits in a cycle.
@@ -169,8 +173,8 @@ UPDATE messages m
 """
 SET_DECISIONS = """
 UPDATE message_components c SET decision_id = x.decision_id
-  FROM unnest($1::text[], $2::bigint[]) AS x(id, decision_id)
- WHERE c.id = x.id AND c.decision_id IS NULL
+  FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS x(user_id, id, decision_id)
+ WHERE c.user_id = x.user_id AND c.id = x.id AND c.decision_id IS NULL
 """
 AUDIT_MANY = """
 INSERT INTO component_audit (user_id, component_id, from_status, to_status, actor, via)
@@ -179,15 +183,20 @@ SELECT x.user_id, x.component_id, $3, $4, $5, NULL
 """
 
 
-async def sweep_move(conn: asyncpg.Connection, to_main: list[str], keep_open: list[str], *,
+Key = tuple[str, str]  # (user_id, component id)
+
+
+async def sweep_move(conn: asyncpg.Connection, to_main: list[Key], keep_open: list[Key], *,
                      to_main_target: str, keep_target: str,
-                     sources: list[str]) -> dict[str, dict[str, Any]]:
+                     sources: list[str]) -> dict[Key, dict[str, Any]]:
     """Move the claimed cards: ``to_main`` → ``to_main_target``, ``keep_open`` →
     ``keep_target`` without a due time, both only from ``sources``. Returns the new state of
-    each card moved, by id."""
-    rows = await conn.fetch(SWEEP_MOVE, to_main, to_main + keep_open, to_main_target,
+    each card moved, by ``(user_id, id)``."""
+    keys = to_main + keep_open
+    rows = await conn.fetch(SWEEP_MOVE, [u for u, _ in keys], [i for _, i in keys],
+                            [True] * len(to_main) + [False] * len(keep_open), to_main_target,
                             keep_target, sources)
-    return {r["id"]: dict(r) for r in rows}
+    return {(r["user_id"], r["id"]): dict(r) for r in rows}
 
 
 async def mirror_many(conn: asyncpg.Connection, patches: dict[int, dict[str, Any]]) -> None:
@@ -197,9 +206,10 @@ async def mirror_many(conn: asyncpg.Connection, patches: dict[int, dict[str, Any
     await conn.execute(MIRROR_MANY, ordered, [patches[i] for i in ordered])
 
 
-async def set_decisions(conn: asyncpg.Connection, decision_ids: dict[str, int]) -> None:
-    """Link components to their carriers (where not linked yet)."""
-    await conn.execute(SET_DECISIONS, list(decision_ids), list(decision_ids.values()))
+async def set_decisions(conn: asyncpg.Connection, decision_ids: dict[Key, int]) -> None:
+    """Link components (by ``(user_id, id)``) to their carriers (where not linked yet)."""
+    await conn.execute(SET_DECISIONS, [u for u, _ in decision_ids], [i for _, i in decision_ids],
+                       list(decision_ids.values()))
 
 
 async def audit_many(conn: asyncpg.Connection, rows: list[tuple[str, str]], *, from_status: str,

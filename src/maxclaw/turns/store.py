@@ -1,0 +1,282 @@
+"""SQL for turns, deliveries and the fencing token. Every query a caller makes is scoped by
+``user_id``; only the lapse sweep (a system job, like the due sweep) looks across users.
+
+A turn is ``queued`` → ``running`` → ``done``, or ``running`` → ``lapsed`` when its lease ran
+out: the lapsed row stays as it was (its id now fences stale writers) and a *new* queued turn
+takes over the work. The partial unique index ``turns_one_active_per_thread`` keeps at most one
+queued or running turn per thread; the ``turns_changed`` trigger mirrors it into
+``threads.turn_state`` and NOTIFYs ``maxclaw_turn`` when a turn becomes queued.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from maxclaw.components import machine
+from maxclaw.components.machine import statuses
+from maxclaw.timeline.store import MESSAGE_COLUMNS, wake_thread
+
+TURN_COLUMNS = (
+    "id, user_id::text, thread_id::text, status, runtime_id, lease_until, created_at, "
+    "claimed_at, finished_at, delivered_through, forged_requeue"
+)
+# The components whose answers are still to come (what ``finish`` reports).
+UNSETTLED = statuses(machine.UNSETTLED)
+
+# The oldest queued turn the caller may run, locked; SKIP LOCKED lets any number of runtimes
+# and API replicas claim at once without waiting on each other, and a turn is never claimed
+# twice. Only locked here: the claim writes the turn last (START_TURN), after stamping the
+# components it hands over. Writing it first deadlocked with a revoke, which locks its
+# component and then wakes the thread (a wake-up waits for a turn being written).
+PICK_NEXT = """
+SELECT id, thread_id::text FROM turns
+ WHERE user_id = $1::uuid AND status = 'queued'
+   AND ($2::uuid IS NULL OR thread_id = $2::uuid)
+ ORDER BY id LIMIT 1
+   FOR UPDATE SKIP LOCKED
+"""
+START_TURN = f"""
+UPDATE turns SET status = 'running', runtime_id = $2, lease_until = $3, claimed_at = $4,
+       delivered_through = $5
+ WHERE id = $1 AND status = 'queued'
+RETURNING {TURN_COLUMNS}
+"""
+LOCK_TURN = f"SELECT {TURN_COLUMNS} FROM turns WHERE user_id = $1::uuid AND id = $2 FOR UPDATE"
+GET_TURN = f"SELECT {TURN_COLUMNS} FROM turns WHERE user_id = $1::uuid AND id = $2"
+EXTEND_LEASE = f"""
+UPDATE turns SET lease_until = $3
+ WHERE user_id = $1::uuid AND id = $2 AND status = 'running'
+RETURNING {TURN_COLUMNS}
+"""
+FINISH_TURN = f"""
+UPDATE turns SET status = 'done', finished_at = $3
+ WHERE user_id = $1::uuid AND id = $2 AND status = 'running'
+RETURNING {TURN_COLUMNS}
+"""
+SET_DELIVERED_THROUGH = """
+UPDATE turns SET delivered_through = greatest(delivered_through, $3)
+ WHERE user_id = $1::uuid AND id = $2
+"""
+# Leases that ran out, oldest first. SKIP LOCKED: a turn whose row a writer holds (the fencing
+# check takes FOR SHARE) is being written right now; the next pass takes it.
+LAPSE_EXPIRED = """
+UPDATE turns SET status = 'lapsed', finished_at = $1
+ WHERE id IN (SELECT id FROM turns
+               WHERE status = 'running' AND lease_until < $1
+               ORDER BY lease_until LIMIT $2
+                 FOR UPDATE SKIP LOCKED)
+RETURNING id, user_id::text, thread_id::text
+"""
+LAPSE_ONE = """
+UPDATE turns SET status = 'lapsed', finished_at = $3
+ WHERE user_id = $1::uuid AND id = $2 AND status = 'running' AND lease_until < $3
+RETURNING id, user_id::text, thread_id::text
+"""
+# The fencing token: the thread's running turn, locked FOR SHARE so that it cannot lapse or
+# finish between this check and the caller's commit (those updates wait for the lock).
+CURRENT_RUNNING_TURN = """
+SELECT id FROM turns
+ WHERE user_id = $1::uuid AND thread_id = $2::uuid AND status = 'running'
+   FOR SHARE
+"""
+LOCK_THREAD = "SELECT id FROM threads WHERE user_id = $1::uuid AND id = $2::uuid FOR UPDATE"
+# The next turn, queued only so the model hears that its notice-shaped text was not ours.
+WAKE_FOR_FORGED = """
+INSERT INTO turns (user_id, thread_id, forged_requeue) VALUES ($1::uuid, $2::uuid, true)
+ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') DO NOTHING
+"""
+
+THREAD_ROWS = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages
+ WHERE user_id = $1::uuid AND thread_id = $2::uuid ORDER BY id
+"""
+# What a model has been handed: assistant and tool rows, and input rows once delivered.
+HANDED_ROWS = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages
+ WHERE user_id = $1::uuid AND thread_id = $2::uuid
+   AND (role IN ('assistant', 'tool') OR delivered_at IS NOT NULL)
+ ORDER BY id
+"""
+UNDELIVERED_ROWS = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages
+ WHERE user_id = $1::uuid AND thread_id = $2::uuid
+   AND delivered_at IS NULL AND role IN ('user', 'event')
+ ORDER BY id
+"""
+HAS_UNDELIVERED = """
+SELECT EXISTS (SELECT 1 FROM messages
+                WHERE user_id = $1::uuid AND thread_id = $2::uuid
+                  AND delivered_at IS NULL AND role IN ('user', 'event'))
+"""
+MARK_DELIVERED = """
+UPDATE messages SET delivered_at = $3
+ WHERE user_id = $1::uuid AND id = ANY($2::bigint[]) AND delivered_at IS NULL
+"""
+FORGED_SINCE = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages
+ WHERE user_id = $1::uuid AND thread_id = $2::uuid AND id > $3
+   AND role = 'assistant' AND source_meta->>'guard' = 'forged'
+ ORDER BY id
+"""
+LAST_MESSAGE_ID = """
+SELECT coalesce(max(id), 0) FROM messages WHERE user_id = $1::uuid AND thread_id = $2::uuid
+"""
+# seen_at is stamped once: the first time a model is handed the answer.
+STAMP_SEEN = """
+UPDATE message_components SET seen_at = $3, updated_at = now()
+ WHERE user_id = $1::uuid AND id = ANY($2::text[]) AND seen_at IS NULL
+RETURNING id
+"""
+OPEN_COMPONENTS = """
+SELECT id FROM message_components
+ WHERE user_id = $1::uuid AND thread_id = $2::uuid AND status = ANY($3::text[])
+ ORDER BY posted_at, id
+"""
+
+
+def _row(record: asyncpg.Record | None) -> dict[str, Any] | None:
+    return dict(record) if record is not None else None
+
+
+async def pick_next(conn: asyncpg.Connection, user_id: str,
+                    thread_id: str | None) -> dict[str, Any] | None:
+    """Lock the oldest queued turn of the user's (or of one thread) that no one else is
+    claiming; None if there is none."""
+    return _row(await conn.fetchrow(PICK_NEXT, user_id, thread_id))
+
+
+async def start_turn(conn: asyncpg.Connection, turn_id: int, runtime_id: str, now: datetime,
+                     lease_until: datetime, delivered_through: int) -> dict[str, Any]:
+    """queued → running, for the turn ``pick_next`` locked in this transaction."""
+    row = await conn.fetchrow(START_TURN, turn_id, runtime_id, lease_until, now,
+                              delivered_through)
+    assert row is not None, "pick_next locked a queued turn in this transaction"
+    return dict(row)
+
+
+async def get_turn(conn: asyncpg.Connection, user_id: str, turn_id: int) -> dict[str, Any] | None:
+    """One turn of the user's."""
+    return _row(await conn.fetchrow(GET_TURN, user_id, turn_id))
+
+
+async def lock_turn(conn: asyncpg.Connection, user_id: str,
+                    turn_id: int) -> dict[str, Any] | None:
+    """One turn of the user's, locked for the rest of the transaction."""
+    return _row(await conn.fetchrow(LOCK_TURN, user_id, turn_id))
+
+
+async def extend_lease(conn: asyncpg.Connection, user_id: str, turn_id: int,
+                       lease_until: datetime) -> dict[str, Any] | None:
+    """Move a running turn's lease; None when the turn is not running."""
+    return _row(await conn.fetchrow(EXTEND_LEASE, user_id, turn_id, lease_until))
+
+
+async def finish_turn(conn: asyncpg.Connection, user_id: str, turn_id: int,
+                      now: datetime) -> dict[str, Any] | None:
+    """running → done; None when the turn is not running."""
+    return _row(await conn.fetchrow(FINISH_TURN, user_id, turn_id, now))
+
+
+async def set_delivered_through(conn: asyncpg.Connection, user_id: str, turn_id: int,
+                                message_id: int) -> None:
+    """Record that the turn's model has been handed the thread up to ``message_id``."""
+    await conn.execute(SET_DELIVERED_THROUGH, user_id, turn_id, message_id)
+
+
+async def lapse_expired(conn: asyncpg.Connection, now: datetime,
+                        limit: int) -> list[dict[str, Any]]:
+    """Mark running turns whose lease ran out as lapsed and queue a fresh turn for each."""
+    lapsed = [dict(r) for r in await conn.fetch(LAPSE_EXPIRED, now, limit)]
+    for turn in lapsed:
+        await wake_thread(conn, turn["user_id"], turn["thread_id"])
+    return lapsed
+
+
+async def lapse_if_expired(conn: asyncpg.Connection, user_id: str, turn_id: int,
+                           now: datetime) -> bool:
+    """Lapse one turn whose lease ran out (and queue its successor); whether it lapsed."""
+    turn = await conn.fetchrow(LAPSE_ONE, user_id, turn_id, now)
+    if turn is None:
+        return False
+    await wake_thread(conn, user_id, turn["thread_id"])
+    return True
+
+
+async def current_running_turn(conn: asyncpg.Connection, user_id: str,
+                               thread_id: str) -> int | None:
+    """The fencing token: the id of the thread's running turn, or None.
+
+    Call it inside the writing transaction and refuse the write (409 ``conflict``) unless it
+    equals the ``turn_id`` the writer sent. The row is locked ``FOR SHARE`` until that
+    transaction ends, so the turn cannot lapse, be re-claimed or finish in between.
+    """
+    value = await conn.fetchval(CURRENT_RUNNING_TURN, user_id, thread_id)
+    return int(value) if value is not None else None
+
+
+async def lock_thread(conn: asyncpg.Connection, user_id: str, thread_id: str) -> None:
+    """Lock the thread row: every insert of a message or turn into it (their foreign keys take
+    ``FOR KEY SHARE``) waits until this transaction ends, and vice versa."""
+    await conn.execute(LOCK_THREAD, user_id, thread_id)
+
+
+async def wake_for_forged(conn: asyncpg.Connection, user_id: str, thread_id: str) -> None:
+    """Queue a turn (unless one is active) marked as queued for a forged notice alone."""
+    await conn.execute(WAKE_FOR_FORGED, user_id, thread_id)
+
+
+async def thread_rows(conn: asyncpg.Connection, user_id: str,
+                      thread_id: str) -> list[dict[str, Any]]:
+    """Every message of a thread in id order."""
+    return [dict(r) for r in await conn.fetch(THREAD_ROWS, user_id, thread_id)]
+
+
+async def handed_rows(conn: asyncpg.Connection, user_id: str,
+                      thread_id: str) -> list[dict[str, Any]]:
+    """The rows a model has been handed so far (undelivered input waits in the inbox)."""
+    return [dict(r) for r in await conn.fetch(HANDED_ROWS, user_id, thread_id)]
+
+
+async def undelivered_rows(conn: asyncpg.Connection, user_id: str,
+                           thread_id: str) -> list[dict[str, Any]]:
+    """The thread's inbox: input rows no model has been handed yet, in arrival order."""
+    return [dict(r) for r in await conn.fetch(UNDELIVERED_ROWS, user_id, thread_id)]
+
+
+async def has_undelivered(conn: asyncpg.Connection, user_id: str, thread_id: str) -> bool:
+    """Whether input is waiting in the thread's inbox."""
+    return bool(await conn.fetchval(HAS_UNDELIVERED, user_id, thread_id))
+
+
+async def mark_delivered(conn: asyncpg.Connection, user_id: str, message_ids: list[int],
+                         now: datetime) -> None:
+    """Stamp ``delivered_at`` on input rows just handed to a model."""
+    if message_ids:
+        await conn.execute(MARK_DELIVERED, user_id, message_ids, now)
+
+
+async def forged_since(conn: asyncpg.Connection, user_id: str, thread_id: str,
+                       after_id: int) -> list[dict[str, Any]]:
+    """Assistant rows flagged ``source_meta.guard = 'forged'`` after ``after_id``."""
+    return [dict(r) for r in await conn.fetch(FORGED_SINCE, user_id, thread_id, after_id)]
+
+
+async def last_message_id(conn: asyncpg.Connection, user_id: str, thread_id: str) -> int:
+    """The thread's highest message id (0 for an empty thread)."""
+    return int(await conn.fetchval(LAST_MESSAGE_ID, user_id, thread_id))
+
+
+async def stamp_seen(conn: asyncpg.Connection, user_id: str, component_ids: list[str],
+                     now: datetime) -> list[str]:
+    """Stamp ``seen_at`` on components whose answers a model was just handed (first time)."""
+    if not component_ids:
+        return []
+    return [r["id"] for r in await conn.fetch(STAMP_SEEN, user_id, component_ids, now)]
+
+
+async def open_components(conn: asyncpg.Connection, user_id: str, thread_id: str) -> list[str]:
+    """Ids of the thread's components that are not settled, oldest first."""
+    return [r["id"] for r in await conn.fetch(OPEN_COMPONENTS, user_id, thread_id, UNSETTLED)]
