@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 
@@ -240,6 +240,44 @@ def token_create(
 
         token = run_async(url, work)
         typer.echo(json.dumps({"token": token}) if as_json else token)
+
+
+@token_app.command("list")
+def token_list(
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's tokens.")] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """List tokens (id, user, role, binding, created, expires, last used); never the tokens."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(url)
+
+        async def work(services: Services) -> list[dict[str, Any]]:
+            rows: list[dict[str, Any]] = await services.auth.list_all_tokens(user)
+            return rows
+
+        for row in run_async(url, work):
+            typer.echo(json.dumps(row, default=str))
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[int, typer.Argument(help="The token's id (maxclaw token list).")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Revoke a token: every replica refuses it at once and closes its WebSockets."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(url)
+
+        async def work(services: Services) -> bool:
+            gone: bool = await services.auth.revoke_any(token_id)
+            return gone
+
+        if not run_async(url, work):
+            typer.echo(f"no token {token_id}", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"revoked token {token_id}")
 
 
 @app.command("push-worker")
