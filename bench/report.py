@@ -139,6 +139,10 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"{r['clients']:>3} {r['pgbench'] or '-':>15} {r['langgraph'] or '-':>10} "
                   f"{r['http'] or '-':>13} {r['http_per_langgraph'] or '-':>15} "
                   f"{r['http_per_pgbench'] or '-':>13}", file=out)
+    if report.get("push"):
+        from bench.push import line as push_line
+
+        print(push_line(report["push"]), file=out)
     print("\nTargets", file=out)
     for v in report["verdicts"]:
         mark = {True: "HOLDS", False: "MISSES", None: "  -   "}[v["holds"]]

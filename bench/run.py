@@ -26,6 +26,7 @@ from bench import (
     floor,
     langgraph_rt,
     live,
+    push,
     roundtrip,
     server,
     sweep,
@@ -46,7 +47,9 @@ RESULTS = ROOT / "bench" / "results"
 # is stored under its key, and a ``"verdicts"`` list in it (rows as ``bench.targets`` makes
 # them) is added to the targets.
 Item = Callable[[str, Plan, Path], Awaitable[dict[str, Any]]]
-ITEMS: list[tuple[str, str, Item]] = []
+ITEMS: list[tuple[str, str, Item]] = [
+    ("push", "push: a backlog to a local webhook, then answer → withdraw delivered", push.item),
+]
 
 
 async def record_round_trip(url: str) -> tuple[floor.Script, dict[str, Any]]:
