@@ -107,6 +107,9 @@ def run_async(url: str, work: Callable[[Services], Awaitable[T]]) -> T:
         raise  # unreachable; keeps the type checker honest
 
 
+WS_MAX_FRAME_BYTES = 64 * 1024
+
+
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address.")] = None,
@@ -129,8 +132,10 @@ def serve(
             "database_url": url, "host": host or settings.host, "port": port or settings.port})
         if embedded:
             _first_run_hint(settings)
+        # ws_max_size: the protocol's frames are small (api.md: 64 KiB), not uvicorn's 16 MiB
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                    log_config=None, ws="websockets-sansio", lifespan="on")
+                    log_config=None, ws="websockets-sansio", lifespan="on",
+                    ws_max_size=WS_MAX_FRAME_BYTES)
 
 
 def _database_answers(url: str) -> bool:
