@@ -28,6 +28,7 @@ from maxclaw.push.adapters.webpush import WebPushAdapter, vapid_public_key
 from maxclaw.push.addresses import host_of, port_reason, resolved_private_reason
 from maxclaw.push.dispatcher import Dispatcher
 from maxclaw.settings import Settings
+from maxclaw.timefmt import rfc3339
 
 
 class DecisionSettler(Protocol):
@@ -144,7 +145,7 @@ class PushService:
         """The user's devices without secrets or keys (platform, where, since when)."""
         async with self.db.connection() as conn:
             rows = await store.list_devices(conn, user_id=who.user_id)
-        return [{"id": r["id"], "platform": r["platform"], "created_at": r["created_at"],
+        return [{"id": r["id"], "platform": r["platform"], "created_at": rfc3339(r["created_at"]),
                  "address": _display_address(r["platform"], r["config"])} for r in rows]
 
     def client_config(self) -> dict[str, Any]:
