@@ -202,7 +202,7 @@ class ToolService:
                          watching: bool | None = None) -> tuple[int, dict[str, Any], None]:
         def content_for(due_at: Any) -> dict[str, Any]:
             return {"posted": True, "note": ASK_NOTE, "components": [
-                {"id": c.id, "kind": c.kind, "answer_due_at": due_at.isoformat()}
+                {"id": c.id, "kind": c.kind, "answer_due_at": rfc3339(due_at)}
                 for c in card.components]}
 
         tool_row = await self.components.post_card(
@@ -215,23 +215,8 @@ class ToolService:
                    call: dict[str, Any]) -> tuple[int, dict[str, Any], None]:
         name, args = call["name"], call["arguments"]
         if name == ASK_TOOL:
-<<<<<<< HEAD
-            card = components_of_tool_call(call)
-
-            def content_for(due_at: Any) -> dict[str, Any]:
-                return {"posted": True, "note": ASK_NOTE, "components": [
-                    {"id": c.id, "kind": c.kind, "answer_due_at": rfc3339(due_at)}
-                    for c in card.components]}
-
-            tool_row = await self.components.post_card(
-                conn, user_id=who.user_id, thread=thread, card=card,
-                assistant_message_id=call["message_id"], turn_id=call["turn_id"],
-                content_for=content_for)
-            return 200, tool_row["content"], None
-=======
             return await self._post_card(conn, who, thread, components_of_tool_call(call),
                                          call["message_id"], call["turn_id"])
->>>>>>> main
         if not isinstance(args, dict):
             raise Invalid.at(["arguments"], "arguments must be a JSON object")
         component_id = args.get("component_id")
