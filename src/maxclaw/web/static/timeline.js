@@ -48,11 +48,11 @@ function userRow(message, ctx) {
   const answer = source.componentAnswer;
   const handoff = source.askHandoff;
   if (answer && answer.title) {
-    li.append(answerChip(message, answer, ctx), fullText(message), meta(message));
+    li.append(...present(answerChip(message, answer, ctx), fullText(message), meta(message)));
     return li;
   }
   if (handoff && handoff.title) {
-    li.append(handoffChip(handoff, ctx), fullText(message), meta(message));
+    li.append(...present(handoffChip(handoff, ctx), fullText(message), meta(message)));
     return li;
   }
   // a plain message (or an answer written before answers carried their summary)
@@ -74,7 +74,7 @@ function userRow(message, ctx) {
 function answerChip(message, answer, ctx) {
   const byMain = answer.answeredBy === 'main';
   const chip = h('div', { class: `bubble answer-chip${answer.hidden ? ' not-echoed' : ''}`,
-    'data-component-id': answer.componentId });
+    'data-answers': answer.componentId });
   if (answer.hidden || message.body === null || message.body === undefined) {
     chip.append(byMain ? 'Main answered for you: ' : '', 'Submitted (not echoed)');
   } else {
@@ -86,13 +86,13 @@ function answerChip(message, answer, ctx) {
   }
   chip.append(h('button', { type: 'button', class: 'link-button inline chip-link',
     onclick: () => ctx.showComponent && ctx.showComponent(answer.componentId),
-    'aria-label': `Show the card: ${answer.title}` }, `on “${answer.title}”`));
+    'aria-label': `Show the card: ${answer.title}` }, ` on “${answer.title}”`));
   return chip;
 }
 
 /** Main's thread: "Handed to Main: <title> — <question>, from <thread>". */
 function handoffChip(handoff, ctx) {
-  return h('div', { class: 'bubble handoff-chip', 'data-component-id': handoff.componentId },
+  return h('div', { class: 'bubble handoff-chip', 'data-answers': handoff.componentId },
     'Handed to Main: ', h('strong', { text: handoff.title }), ` — ${handoff.question}`,
     h('span', { class: 'chip-from' }, ' · ', fromThread(handoff.threadId, ctx)));
 }
@@ -101,6 +101,11 @@ function fromThread(threadId, ctx) {
   return h('span', { class: 'caption' }, 'Handed to Main from ',
     h('button', { type: 'button', class: 'link-button inline', onclick: () => ctx.openThread(threadId),
       'aria-label': `Open the asking thread: ${ctx.threadTitle(threadId)}` }, ctx.threadTitle(threadId)));
+}
+
+/** The parts that exist (Element.append would write a null as the text "null"). */
+function present(...parts) {
+  return parts.filter((part) => part !== null && part !== undefined);
 }
 
 /** The words the model read, one click away (never for a hidden body). */
