@@ -140,8 +140,10 @@ class ComponentService:
     # ----- Max answers -----
 
     async def answer(self, who: Principal, component_id: str, selected: Any, text: Any,
-                     via: str) -> dict[str, Any]:
-        """Max's answer from the card, the panel or a push: exactly one surface wins."""
+                     via: str, guard: carriers.AnswerGuard | None = None) -> dict[str, Any]:
+        """Max's answer from the card, the panel or a push: exactly one surface wins.
+
+        ``guard`` runs first inside the transaction (a push action token is spent there)."""
         if via not in ANSWERABLE:
             raise ValueError(f"unknown surface {via!r}")
         definition = await self._definition(who.user_id, component_id)
@@ -150,6 +152,8 @@ class ComponentService:
         state = {"status": "answered", "answered_by": "max", "answered_via": via,
                  "answer": kept, "due_at": None}
         async with self.db.transaction() as conn:
+            if guard is not None:
+                await guard(conn)
             new = await store.cas_answer(conn, who.user_id, component_id, ANSWERABLE[via], kept,
                                          via, state)
             if new is None:

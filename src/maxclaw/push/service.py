@@ -14,8 +14,10 @@ import re
 from typing import Any
 
 from maxclaw.auth.service import Principal, parse_int_id
+from maxclaw.decisions.service import AnswerGuard
 from maxclaw.errors import Invalid, NotFound, Unavailable
 from maxclaw.push import store
+from maxclaw.push.action_tokens import ActionTokens, stamp_adapters
 from maxclaw.push.adapters.apns import ApnsAdapter
 from maxclaw.push.adapters.base import Adapter
 from maxclaw.push.adapters.http import HttpSender
@@ -63,7 +65,10 @@ class PushService:
         self.services = services
         self.db = services.db
         self.settings = services.settings
-        self.adapters = adapters if adapters is not None else build_adapters(services)
+        adapters = adapters if adapters is not None else build_adapters(services)
+        # notifications carry a per-device action token, minted as they are sent
+        self.adapters = stamp_adapters(adapters, self.db, services.clock)
+        self.action_tokens = ActionTokens(self.db, services.clock)
         self.dispatcher = Dispatcher(self.db, self.adapters, settings=self.settings,
                                      metrics=services.metrics, clock=services.clock)
 
@@ -143,22 +148,40 @@ class PushService:
     async def act(self, who: Principal, decision_id: int, action: str,
                   text: str | None) -> dict[str, Any]:
         """Answer a decision from a notification button or its reply box (via ``push``)."""
-        note = text if text is not None and text.strip() else None
-        match = OPTION_ACTION.match(action)
-        if match:
-            selected = [match.group(1)]
-        elif action == "other":
-            if note is None:
-                raise Invalid.at(["body", "text"], "the reply box needs some text")
-            selected = []
-        else:
-            raise Invalid.at(["body", "action"], "must be 'opt:<option id>' or 'other'")
+        selected, note = _parse_action(action, text)
+        return await self._settle(who, decision_id, selected, note)
+
+    async def act_with_token(self, token: str, action: str, text: str | None,
+                             decision_id: int | None = None) -> dict[str, Any]:
+        """The same, with a notification's action token instead of a bearer token: the
+        token is spent in the answer's transaction (``action_tokens.py`` lists refusals)."""
+        selected, note = _parse_action(action, text)
+        who, token_decision, guard = await self.action_tokens.check(token, decision_id)
+        return await self._settle(who, token_decision, selected, note, guard)
+
+    async def _settle(self, who: Principal, decision_id: int, selected: list[str],
+                      note: str | None, guard: AnswerGuard | None = None) -> dict[str, Any]:
         decisions = self.services.decisions
         if decisions is None:
             raise Unavailable("Decisions are not available on this server yet.")
         result: dict[str, Any] = await decisions.settle(who, decision_id, selected, note,
-                                                        via="push")
+                                                        via="push", guard=guard)
         return result
+
+
+def _parse_action(action: str, text: str | None) -> tuple[list[str], str | None]:
+    """``opt:<id>`` or ``other`` (with text) as the card's ``selected`` and note."""
+    note = text if text is not None and text.strip() else None
+    match = OPTION_ACTION.match(action)
+    if match:
+        selected = [match.group(1)]
+    elif action == "other":
+        if note is None:
+            raise Invalid.at(["body", "text"], "the reply box needs some text")
+        selected = []
+    else:
+        raise Invalid.at(["body", "action"], "must be 'opt:<option id>' or 'other'")
+    return selected, note
 
 
 def _display_address(platform: str, config: dict[str, Any]) -> str | None:
