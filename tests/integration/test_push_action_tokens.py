@@ -81,7 +81,7 @@ async def test_a_token_answers_without_a_bearer_token_once(push: Harness) -> Non
     a = await push.actor("max")
     async with Endpoint() as endpoint:
         phone = await register(a, endpoint, "phone")
-        tid, cid = await ask(push, a)
+        _, cid = await ask(push, a)
         [payload] = phone.payloads()
     token = payload["action_token"]
     resp = await act(push, {"action_token": token, "action": "opt:keep", "text": None})

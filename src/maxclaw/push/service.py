@@ -26,6 +26,7 @@ from maxclaw.push.adapters.webhook import WebhookAdapter
 from maxclaw.push.adapters.webpush import WebPushAdapter, vapid_public_key
 from maxclaw.push.addresses import host_of, resolved_private_reason
 from maxclaw.push.dispatcher import Dispatcher
+from maxclaw.push.test_notification import enqueue_test
 
 OPTION_ACTION = re.compile(r"^opt:(.+)$", re.DOTALL)
 APNS_TOKEN = re.compile(r"^[0-9A-Fa-f]{64,200}$")
@@ -137,6 +138,14 @@ class PushService:
             rows = await store.list_devices(conn, user_id=who.user_id)
         return [{"id": r["id"], "platform": r["platform"], "created_at": r["created_at"],
                  "address": _display_address(r["platform"], r["config"])} for r in rows]
+
+    async def send_test(self, who: Principal, device_id: int | None) -> dict[str, Any]:
+        """Queue a test notification for the user's devices (or one); ``{"queued": n}``."""
+        async with self.db.connection() as conn:  # one statement; its hint wakes dispatchers
+            queued = await enqueue_test(conn, user_id=who.user_id, device_id=device_id)
+        if device_id is not None and queued == 0:
+            raise NotFound("No such push device.")
+        return {"queued": queued}
 
     def client_config(self) -> dict[str, Any]:
         """What a browser needs to subscribe (the VAPID public key, when one is configured)."""

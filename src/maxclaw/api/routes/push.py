@@ -84,6 +84,20 @@ async def delete_device(device_id: str, who: UserPrincipal, services: Services) 
     return Response(status_code=204)
 
 
+class PushTest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    device_id: int | None = None
+
+
+@router.post("/test", status_code=202)
+async def send_test(who: UserPrincipal, services: Services,
+                    body: PushTest | None = None) -> dict[str, Any]:
+    """A test notification to every device of the user, or to ``device_id``."""
+    result: dict[str, Any] = await services.push.send_test(
+        who, body.device_id if body is not None else None)
+    return result
+
+
 @router.get("/config")
 async def push_config(who: UserPrincipal, services: Services) -> dict[str, Any]:
     config: dict[str, Any] = services.push.client_config()

@@ -2,6 +2,7 @@
 // composer, decisions panel. Returns the elements the session fills in.
 
 import { h, replaceChildren } from './dom.js';
+import { openNotifications } from './notifications.js';
 
 export const KIND_LABELS = {
   main: 'Main', normal: 'Thread', isolated: 'Isolated', background: 'Background',
@@ -28,6 +29,10 @@ export function buildLayout(root, session) {
     type: 'button', class: 'link-button', onclick: () => session.signOut(),
     'aria-label': `Sign out ${session.me.name}`,
   }, 'Sign out');
+  el.notificationsButton = h('button', {
+    type: 'button', class: 'link-button', id: 'notifications-button', 'aria-haspopup': 'dialog',
+    onclick: () => openNotifications(session),
+  }, 'Notifications');
   const top = h('header', { class: 'topbar' },
     el.navToggle,
     h('span', { class: 'brand', text: 'MaxClaw' }),
@@ -35,6 +40,7 @@ export function buildLayout(root, session) {
     el.conn,
     h('span', { class: 'spacer' }),
     el.panelToggle,
+    el.notificationsButton,
     signOut);
 
   el.bannerText = h('span', { text: 'Offline: reconnecting…' });
