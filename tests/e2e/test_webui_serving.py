@@ -33,6 +33,8 @@ def test_every_module_and_asset_reference_resolves_to_a_shipped_file() -> None:
     for name in names:
         asset = assets.get(name)
         assert asset is not None
+        if asset.content_type == "image/png":
+            continue  # icons: pictures, no references
         text = asset.body.decode()
         if name.endswith(".js"):
             for groups in IMPORT.findall(text):
