@@ -133,11 +133,17 @@ class ToolService:
         try:
             async with self.db.transaction() as conn:
                 return await self._run(conn, who, thread, call)
-        except asyncpg.UniqueViolationError:
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name == "message_components_pkey":
+                # the same call id already posted a card in another of this user's threads
+                return await self._refuse(who, thread, call, ComponentError(
+                    "conflict", f"Tool call id {tool_call_id!r} already posted a card in "
+                    "another thread; post the question again under a new tool call id."))
             # a concurrent retry wrote the result first: return that one
             async with self.db.connection() as conn:
                 done = await tool_store.tool_result(conn, who.user_id, thread["id"], tool_call_id)
-            assert done is not None
+            if done is None:  # not the tool row's key: nothing to replay, never a 500
+                raise ComponentError("conflict") from None
             return _replay(done)
         except (Invalid, ComponentError) as exc:
             return await self._refuse(who, thread, call, exc)

@@ -24,7 +24,7 @@ from maxclaw.push.adapters.http import HttpSender
 from maxclaw.push.adapters.log import LogAdapter
 from maxclaw.push.adapters.webhook import WebhookAdapter
 from maxclaw.push.adapters.webpush import WebPushAdapter, vapid_public_key
-from maxclaw.push.addresses import host_of, resolved_private_reason
+from maxclaw.push.addresses import host_of, port_reason, resolved_private_reason
 from maxclaw.push.dispatcher import Dispatcher
 from maxclaw.push.test_notification import enqueue_test
 
@@ -119,7 +119,7 @@ class PushService:
         if not self.settings.push_allow_private_urls:
             if https_only and not url.startswith("https://"):
                 raise Invalid.at(loc, "must be an https URL")
-            reason = await resolved_private_reason(host)
+            reason = port_reason(url) or await resolved_private_reason(host)
             if reason:
                 raise Invalid.at(loc, f"{reason}; push targets must be public "
                                       "(an operator can set MAXCLAW_PUSH_ALLOW_PRIVATE_URLS=true)")
