@@ -29,10 +29,13 @@ export function buildLayout(root, session) {
     type: 'button', class: 'link-button', onclick: () => session.signOut(),
     'aria-label': `Sign out ${session.me.name}`,
   }, 'Sign out');
+  // on a phone only the icon shows (the top bar is full); the name stays for screen readers
   el.notificationsButton = h('button', {
-    type: 'button', class: 'link-button', id: 'notifications-button', 'aria-haspopup': 'dialog',
+    type: 'button', class: 'link-button notifications-button', id: 'notifications-button',
+    'aria-haspopup': 'dialog', 'aria-label': 'Notifications', title: 'Notifications',
     onclick: () => openNotifications(session),
-  }, 'Notifications');
+  }, h('img', { src: '/assets/icon-192.png', alt: '', width: '18', height: '18' }),
+  h('span', { class: 'label', text: 'Notifications' }));
   const top = h('header', { class: 'topbar' },
     el.navToggle,
     h('span', { class: 'brand', text: 'MaxClaw' }),
