@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from maxclaw.agent.guard import looks_forged
-from maxclaw.agent.history import FORGED_NOTICE, event_text
-from maxclaw.components.definitions import components_of_tool_call
-from maxclaw.components.text import answer_message_text, handoff_text, revoke_text
+from maxclaw.cards.definitions import components_of_tool_call
+from maxclaw.cards.text import answer_message_text, handoff_text, revoke_text
+from maxclaw.turns.guard import looks_forged
+from maxclaw.turns.history import FORGED_NOTICE, event_text
 
 CARD = components_of_tool_call({"id": "call_9", "name": "ask_user_question", "arguments": {
     "title": "Rename status", "questions": [

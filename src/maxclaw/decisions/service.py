@@ -17,9 +17,9 @@ from typing import Any, Protocol
 import asyncpg
 
 from maxclaw.auth.service import Principal, parse_int_id
+from maxclaw.cards.answers import answer_summary
+from maxclaw.cards.definitions import ComponentDefinition
 from maxclaw.clock import Clock
-from maxclaw.components.answers import answer_summary
-from maxclaw.components.definitions import ComponentDefinition
 from maxclaw.db.database import Database
 from maxclaw.decisions import store
 from maxclaw.decisions.projections import decision_projection

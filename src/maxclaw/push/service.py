@@ -11,11 +11,16 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import asyncpg
 
 from maxclaw.auth.service import Principal, parse_int_id
-from maxclaw.decisions.service import AnswerGuard
-from maxclaw.errors import Invalid, NotFound, Unavailable
+from maxclaw.clock import Clock
+from maxclaw.db.database import Database
+from maxclaw.errors import Invalid, NotFound
+from maxclaw.metrics import Metrics
 from maxclaw.push import store
 from maxclaw.push.action_tokens import ActionTokens, stamp_adapters
 from maxclaw.push.adapters.apns import ApnsAdapter
@@ -27,15 +32,28 @@ from maxclaw.push.adapters.webpush import WebPushAdapter, vapid_public_key
 from maxclaw.push.addresses import host_of, port_reason, resolved_private_reason
 from maxclaw.push.dispatcher import Dispatcher
 from maxclaw.push.test_notification import enqueue_test
+from maxclaw.settings import Settings
+
+
+# runs inside the answer's transaction (``decisions.service.AnswerGuard``, restated here)
+AnswerGuard = Callable[[asyncpg.Connection], Awaitable[None]]
+
+
+class DecisionSettler(Protocol):
+    """What push needs of the decisions queue: settle one (``DecisionService.settle``).
+    A protocol, so push does not import decisions (decisions imports push's outbox)."""
+
+    async def settle(self, who: Principal, decision_id: int | str, selected: Any, text: Any,
+                     via: str = ..., guard: AnswerGuard | None = ...) -> dict[str, Any]: ...
+
 
 OPTION_ACTION = re.compile(r"^opt:(.+)$", re.DOTALL)
 APNS_TOKEN = re.compile(r"^[0-9A-Fa-f]{64,200}$")
 HTTP_TIMEOUT_S = 10.0
 
 
-def build_adapters(services: Any, http: HttpSender | None = None) -> dict[str, Adapter]:
+def build_adapters(settings: Settings, http: HttpSender | None = None) -> dict[str, Adapter]:
     """The production adapters, configured from settings."""
-    settings = services.settings
     http = http or HttpSender(timeout_s=HTTP_TIMEOUT_S,
                               allow_private=settings.push_allow_private_urls)
     return {
@@ -62,16 +80,18 @@ def _b64url(value: str, loc: list[str | int], size: int | None = None) -> bytes:
 class PushService:
     """Devices and push actions for user clients; owns the dispatcher job."""
 
-    def __init__(self, services: Any, adapters: dict[str, Adapter] | None = None) -> None:
-        self.services = services
-        self.db = services.db
-        self.settings = services.settings
-        adapters = adapters if adapters is not None else build_adapters(services)
+    def __init__(self, db: Database, settings: Settings, metrics: Metrics, clock: Clock,
+                 decisions: DecisionSettler,
+                 adapters: dict[str, Adapter] | None = None) -> None:
+        self.db = db
+        self.settings = settings
+        self.decisions = decisions
+        adapters = adapters if adapters is not None else build_adapters(settings)
         # notifications carry a per-device action token, minted as they are sent
-        self.adapters = stamp_adapters(adapters, self.db, services.clock)
-        self.action_tokens = ActionTokens(self.db, services.clock)
+        self.adapters = stamp_adapters(adapters, db, clock)
+        self.action_tokens = ActionTokens(db, clock)
         self.dispatcher = Dispatcher(self.db, self.adapters, settings=self.settings,
-                                     metrics=services.metrics, clock=services.clock)
+                                     metrics=metrics, clock=clock)
 
     # -- devices ---------------------------------------------------------------------------
 
@@ -158,7 +178,9 @@ class PushService:
                   text: str | None) -> dict[str, Any]:
         """Answer a decision from a notification button or its reply box (via ``push``)."""
         selected, note = _parse_action(action, text)
-        return await self._settle(who, decision_id, selected, note)
+        result: dict[str, Any] = await self.decisions.settle(who, decision_id, selected, note,
+                                                             via="push")
+        return result
 
     async def act_with_token(self, token: str, action: str, text: str | None,
                              decision_id: int | None = None) -> dict[str, Any]:
@@ -166,15 +188,8 @@ class PushService:
         token is spent in the answer's transaction (``action_tokens.py`` lists refusals)."""
         selected, note = _parse_action(action, text)
         who, token_decision, guard = await self.action_tokens.check(token, decision_id)
-        return await self._settle(who, token_decision, selected, note, guard)
-
-    async def _settle(self, who: Principal, decision_id: int, selected: list[str],
-                      note: str | None, guard: AnswerGuard | None = None) -> dict[str, Any]:
-        decisions = self.services.decisions
-        if decisions is None:
-            raise Unavailable("Decisions are not available on this server yet.")
-        result: dict[str, Any] = await decisions.settle(who, decision_id, selected, note,
-                                                        via="push", guard=guard)
+        result: dict[str, Any] = await self.decisions.settle(who, token_decision, selected,
+                                                             note, via="push", guard=guard)
         return result
 
 
@@ -202,3 +217,19 @@ def _display_address(platform: str, config: dict[str, Any]) -> str | None:
     if platform == "apns":
         return f"{config['topic']} ({config['environment']}) …{str(config['token'])[-6:]}"
     return None
+
+
+class CloseAdapters:
+    """With the dispatcher off (tests, API-only replicas), still release the adapters'
+    connections at shutdown, in case something drove the dispatcher by hand."""
+
+    name = "push-adapters"
+
+    def __init__(self, push: PushService) -> None:
+        self.push = push
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        await self.push.dispatcher.close()

@@ -6,9 +6,9 @@ invented test output, then declared the work done, ten seconds before the real j
 The service writes its notices itself, with ``source_meta``; so an *assistant* message that
 contains text shaped like one is flagged ``source_meta.guard = "forged"`` by the messages
 endpoint, and the next inbox delivery tells the model that the text did not come from the
-service (``maxclaw.agent.history.FORGED_NOTICE``).
+service (``maxclaw.turns.history.FORGED_NOTICE``).
 
-The shapes are those of ``maxclaw.components.text`` (answer messages, hand-offs, revokes),
+The shapes are those of ``maxclaw.cards.text`` (answer messages, hand-offs, revokes),
 the ``[MaxClaw event]`` prefix every event row carries in the model's history, and the
 runtime's background-job reports. They match the structure (the fixed wording around a card
 id), not loose words, so a model that merely talks *about* an answer is not flagged.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from maxclaw.components import text as notices
+from maxclaw.cards import text as notices
 
 # Linear time. The text is a model's (up to the body limit, 200 KB); an unbounded ``".*?"``
 # retried from each of thousands of starts was quadratic (60 KB of 'Answer to "' held the event
