@@ -34,7 +34,6 @@ from maxclaw.push.dispatcher import Dispatcher
 from maxclaw.push.test_notification import enqueue_test
 from maxclaw.settings import Settings
 
-
 # runs inside the answer's transaction (``decisions.service.AnswerGuard``, restated here)
 AnswerGuard = Callable[[asyncpg.Connection], Awaitable[None]]
 
