@@ -7,14 +7,14 @@ its way to the device). A token is single-use (``used_at``), dies with its devic
 (``revoked_at``), so a notification from before the reopen cannot answer the new question.
 
 Revision ID: 0005_push_actions
-Revises: 0005_trust
+Revises: 0005_lifecycle
 Create Date: 2026-12-01
 """
 
 from alembic import op
 
 revision = "0005_push_actions"
-down_revision = "0005_trust"
+down_revision = "0005_lifecycle"
 branch_labels = None
 depends_on = None
 

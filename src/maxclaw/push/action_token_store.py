@@ -24,7 +24,7 @@ RETURNING id
 # the token with its decision's state (the decision must be the user's: the join says so)
 FIND = """
 SELECT t.id, t.user_id, t.decision_id, t.device_id, t.expires_at, t.used_at, t.revoked_at,
-       d.status AS decision_status, d.component_id
+       d.status AS decision_status, d.settled_via, d.component_id
 FROM push_action_tokens AS t
 JOIN decisions AS d ON d.id = t.decision_id AND d.user_id = t.user_id
 WHERE t.token_hash = $1

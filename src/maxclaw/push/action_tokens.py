@@ -129,7 +129,8 @@ class ActionTokens:
             raise ComponentError("settled", "This notification was already answered; "
                                  "nothing was changed.", data={"reason": "action_token_used"})
         if row["decision_status"] != "open":
-            raise ComponentError("settled", data={"reason": "decision_settled"})
+            raise ComponentError("settled", data={"reason": "decision_settled",
+                                                  "settled_via": row["settled_via"]})
         if row["revoked_at"] is not None:
             raise _refused("action_token_stale", "This notification is out of date (the "
                            "question was reopened). Open MaxClaw to answer.")

@@ -174,6 +174,13 @@ async function onClick(notification, action, reply) {
   } catch {
     body = {};
   }
+  const settledVia = body.data && body.data.settled_via;
+  if (body.code === 'withdrawn' || settledVia === 'withdrawn') {
+    return followUp(data, 'Withdrawn', 'The agent no longer needs this answer.');
+  }
+  if (body.code === 'expired' || settledVia === 'expired') {
+    return followUp(data, 'Expired', 'This question expired before it was answered.');
+  }
   if (body.code === 'settled') {
     return followUp(data, 'Already answered', 'This question was already answered elsewhere.');
   }
