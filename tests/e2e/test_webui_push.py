@@ -183,19 +183,30 @@ class Phone:
         self.endpoint = endpoint
         self.subscriber = Subscriber()
         self.device_id = 0
+        self.name = ""
 
     async def register(self, who: WebUser, name: str = "chromium") -> None:
+        self.name = name
         resp = await who.user.post("/v1/push/devices", json={
             "platform": "webpush", "endpoint": f"{self.endpoint.url}/push/{name}",
             "keys": self.subscriber.keys})
         assert resp.status_code == 201, resp.text
         self.device_id = int(resp.json()["id"])
 
-    async def next_payload(self, seen: int) -> dict[str, Any]:
-        """The payload of delivery number ``seen + 1``, decrypted."""
-        await self.endpoint.wait_hits(seen + 1, timeout_s=20)
-        payload: dict[str, Any] = self.subscriber.decrypt(self.endpoint.hits[seen].body)
-        return payload
+    async def payload(self, kind: str, collapse_id: str) -> dict[str, Any]:
+        """The first delivery of ``kind`` for ``collapse_id``, decrypted (deliveries to one
+        device keep their order per card, not across cards)."""
+        async def find() -> dict[str, Any] | None:
+            for hit in self.endpoint.hits:
+                if not hit.path.endswith(f"/push/{self.name}"):
+                    continue
+                payload: dict[str, Any] = self.subscriber.decrypt(hit.body)
+                if payload.get("kind") == kind and payload.get("collapse_id") == collapse_id:
+                    return payload
+            return None
+        found: dict[str, Any] = await eventually(find, f"a {kind} push for {collapse_id}",
+                                                 timeout_s=20)
+        return found
 
 
 async def component_state(who: WebUser, cid: str) -> dict[str, Any]:
@@ -222,8 +233,8 @@ async def test_a_notification_button_answers_the_card_and_a_withdraw_closes_it(
 
         # 1. the server's notification, delivered into the worker, shows the card's options
         cid = await ask(max_user, tid)
-        payload = await phone.next_payload(0)
-        assert payload["kind"] == "agent-question" and payload["action_token"]
+        payload = await phone.payload("agent-question", f"ask:{cid}")
+        assert payload["action_token"]
         await tab.deliver(payload)
         [shown] = await tab.wait_notifications(lambda n: len(n) == 1, "the question")
         assert shown["title"] == "Refactor"
@@ -259,25 +270,24 @@ async def test_a_notification_button_answers_the_card_and_a_withdraw_closes_it(
         await expect(tab.page.locator(f'#decisions [data-component-id="{cid}"]')).to_have_count(0)
 
         # 3. the answer's withdraw reaches the device and closes nothing else
-        withdraw = await phone.next_payload(1)
+        withdraw = await phone.payload("withdraw", f"ask:{cid}")
         assert withdraw == {"v": 1, "kind": "withdraw", "collapse_id": f"ask:{cid}"}
 
         # 4. a second question, answered elsewhere: its withdraw closes the notification
         second = await ask(max_user, tid)
-        await tab.deliver(await phone.next_payload(2))
+        await tab.deliver(await phone.payload("agent-question", f"ask:{second}"))
         await tab.wait_notifications(lambda n: [x["tag"] for x in n] == [f"ask:{second}"],
                                      "the second question")
         resp = await max_user.user.post(f"/v1/components/{second}/answer",
                                         json={"selected": ["drop"]})
         assert resp.status_code == 200
-        withdraw = await phone.next_payload(3)
-        assert withdraw["kind"] == "withdraw" and withdraw["collapse_id"] == f"ask:{second}"
+        withdraw = await phone.payload("withdraw", f"ask:{second}")
         await tab.deliver(withdraw)
         await tab.wait_notifications(lambda n: n == [], "the withdraw to close it")
 
         # 5. the reply box answers "Other…" with its text
         third = await ask(max_user, tid)
-        reply_payload = await phone.next_payload(4)
+        reply_payload = await phone.payload("agent-question", f"ask:{third}")
         await tab.deliver(reply_payload)
         await tab.wait_notifications(lambda n: len(n) == 1, "the third question")
         await tab.click(f"ask:{third}", "other", "Keep it for two versions")
@@ -301,7 +311,7 @@ async def test_a_secret_question_opens_the_app_and_a_body_tap_opens_the_card(
         await phone.register(max_user)
         tid = await new_thread(max_user, "Deploy")
         cid = await ask(max_user, tid, SECRET)
-        payload = await phone.next_payload(0)
+        payload = await phone.payload("agent-question", f"ask:{cid}")
         assert payload["secret"] is True and "action_token" not in payload
         await tab.deliver(payload)
         [shown] = await tab.wait_notifications(lambda n: len(n) == 1, "the secret question")
@@ -336,7 +346,7 @@ async def test_unknown_payloads_stale_tokens_and_answered_elsewhere(
 
         # a stale token (the server refuses it): the worker says so, nothing is answered
         cid = await ask(max_user, tid)
-        payload = await phone.next_payload(0)
+        payload = await phone.payload("agent-question", f"ask:{cid}")
         forged = {**payload, "action_token": "mcpa_" + "A" * 43}
         await tab.deliver(forged)
         await tab.wait_notifications(lambda n: len(n) == 1, "the question")
@@ -431,8 +441,8 @@ async def test_the_notifications_view(push_server: ServerProcess, max_user: WebU
         await dialog.get_by_role("button", name="Send a test notification").click()
         await expect(dialog.locator(".push-message")).to_have_text(
             "Test notification sent to 1 device.")
-        test_payload = await phone.next_payload(1)
-        assert test_payload["kind"] == "test" and "action_token" not in test_payload
+        test_payload = await phone.payload("test", "maxclaw:test")
+        assert "action_token" not in test_payload
         await tab.deliver(test_payload)
         [shown] = await tab.wait_notifications(lambda n: len(n) == 1, "the test notification")
         assert shown["title"] == "MaxClaw" and shown["tag"] == "maxclaw:test"
