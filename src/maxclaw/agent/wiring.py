@@ -49,7 +49,7 @@ def register(services: Services) -> None:
     """``services.turns`` (claim, heartbeat, inbox, finish, history) and its jobs."""
     settings = services.settings
     assert settings.database_url is not None
-    listener = TurnListener(settings.database_url)
+    listener = TurnListener(services.db.listen_url)
     services.turns = TurnService(services.db, services.clock, listener,
                                  lease_s=settings.turn_lease_s)
     services.jobs.append(listener)  # closes the LISTEN connection at shutdown

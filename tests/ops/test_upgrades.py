@@ -1,0 +1,86 @@
+"""Upgrades: ``maxclaw migrate --check`` says current / behind / ahead with its exit code, and
+every migration is expand-only against the schema before it (docs/operations.md), so replicas
+of the previous release keep working while the new one rolls out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+from alembic.script import ScriptDirectory
+
+from maxclaw.db import migrate
+from maxclaw.db.urls import plain_url
+from maxclaw.ops import schema_check
+from tests.integration.test_cli import cli
+
+# Changes older migrations made that the policy would refuse today, each with why it was safe
+# then. A new entry needs the same: a reason the previous release cannot hit it.
+ACCEPTED: dict[str, set[str]] = {}
+
+
+def revisions() -> list[str]:
+    script = ScriptDirectory.from_config(migrate.alembic_config("postgresql://unused/x"))
+    return [r.revision for r in reversed(list(script.walk_revisions()))]
+
+
+async def test_check_says_current_behind_and_ahead(empty_database: str, tmp_path: Path) -> None:
+    url = empty_database
+    empty = await cli("migrate", "--check", "--database-url", url, data_dir=tmp_path)
+    assert empty.code == 2 and '"state": "behind"' in empty.out, empty.err
+    assert "run `maxclaw migrate`" in empty.err
+    with psycopg.connect(plain_url(url), autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('public.alembic_version')").fetchone() == (None,)
+
+    (await cli("migrate", "--database-url", url, data_dir=tmp_path)).assert_ok()
+    current = await cli("migrate", "--check", "--database-url", url, data_dir=tmp_path)
+    assert current.code == 0 and '"state": "current"' in current.out, current.err
+
+    migrate.downgrade(url, revisions()[-2])
+    behind = await cli("migrate", "--check", "--database-url", url, data_dir=tmp_path)
+    assert behind.code == 2 and f'"database": "{revisions()[-2]}"' in behind.out
+
+    with psycopg.connect(plain_url(url), autocommit=True) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999_from_the_future'")
+    ahead = await cli("migrate", "--check", "--database-url", url, data_dir=tmp_path)
+    assert ahead.code == 3 and '"state": "ahead"' in ahead.out
+    assert "a newer release migrated it" in ahead.err
+
+
+def test_each_migration_is_expand_only(empty_database: str) -> None:
+    """The schema after each migration still serves code written for the schema before it:
+    nothing dropped, retyped or tightened; no new NOT NULL column without a default; no new
+    constraint an old writer could trip on. Walks the whole chain on one database."""
+    chain = revisions()
+    migrate.upgrade(empty_database, chain[0])
+    before = schema_check.snapshot(empty_database)
+    found: dict[str, set[str]] = {}
+    for rev in chain[1:]:
+        migrate.upgrade(empty_database, rev)
+        after = schema_check.snapshot(empty_database)
+        problems = set(schema_check.expand_violations(before, after)) - ACCEPTED.get(rev, set())
+        if problems:
+            found[rev] = problems
+        before = after
+    assert found == {}
+
+
+def test_the_check_catches_what_breaks_old_replicas(empty_database: str) -> None:
+    """The checker itself: each kind of contract change in one made-up migration is named."""
+    migrate.upgrade(empty_database)
+    before = schema_check.snapshot(empty_database)
+    with psycopg.connect(plain_url(empty_database), autocommit=True) as conn:
+        conn.execute("ALTER TABLE presence DROP COLUMN thread_id")
+        conn.execute("ALTER TABLE turns ALTER COLUMN runtime_id SET NOT NULL")
+        conn.execute("ALTER TABLE users ADD COLUMN email text NOT NULL")
+        conn.execute("ALTER TABLE push_devices ADD CONSTRAINT short CHECK (length(secret) < 9)")
+        conn.execute("CREATE UNIQUE INDEX one_device ON push_devices (user_id, platform)")
+        conn.execute("ALTER TABLE users ADD COLUMN note text")  # expand: fine
+        conn.execute("CREATE TABLE brand_new (id int PRIMARY KEY)")  # expand: fine
+    problems = schema_check.expand_violations(before, schema_check.snapshot(empty_database))
+    joined = "\n".join(problems)
+    assert len(problems) == 5, joined
+    for needle in ("presence.thread_id was dropped", "turns.runtime_id became NOT NULL",
+                   "users.email is new, NOT NULL", "push_devices gained a CHECK",
+                   "push_devices gained a unique index"):
+        assert needle in joined
