@@ -257,6 +257,26 @@ def sweep(database_url: DatabaseUrl = None) -> None:
         typer.echo(json.dumps(run_async(url, work)))
 
 
+@app.command("restore-finish")
+def restore_finish(database_url: DatabaseUrl = None) -> None:
+    """After restoring a pg_dump, before serving: restamp the synced rows so clients holding
+    cursors from before the restore get a full snapshot, not a gap (docs/operations.md)."""
+    from maxclaw.db.urls import redact
+    from maxclaw.ops.restore import finish_restore
+
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        url = direct_url(settings, url)
+        migrate_or_fail(url)
+        try:
+            counts = asyncio.run(finish_restore(url))
+        except Exception as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            fail(f"cannot finish the restore at {redact(url)}: {reason}")
+            return
+        typer.echo(json.dumps({"restamped": counts}))
+
+
 @user_app.command("create")
 def user_create(name: str, database_url: DatabaseUrl = None,
                 as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
