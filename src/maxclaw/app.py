@@ -11,12 +11,11 @@ from fastapi import FastAPI
 from maxclaw.api.errors import install_error_handlers
 from maxclaw.api.middleware import AccessLog, BodyGuard
 from maxclaw.api.routes import ROUTERS
-from maxclaw.container import Services, build_services
+from maxclaw.composition import Services, build_services
 from maxclaw.jobs import Job
 from maxclaw.metrics import Metrics
 from maxclaw.ops.services import build_ops, database_for
 from maxclaw.settings import Settings
-from maxclaw.wiring import register_capabilities
 
 log = logging.getLogger("maxclaw")
 
@@ -29,7 +28,6 @@ def create_app(settings: Settings) -> FastAPI:
     db = database_for(settings)
     services = build_services(settings, db, metrics)
     ops = build_ops(settings, db, metrics, services.clock)
-    register_capabilities(services)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

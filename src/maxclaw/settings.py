@@ -72,5 +72,6 @@ class Settings(BaseSettings):
     retention_audit_days: float = 180.0
     retention_turns_days: float = 30.0
     retention_presence_days: float = 1.0
+    retention_ws_tickets_days: float = 1.0
     # /metrics reads the database gauges (sweep lag, outbox backlog, …) at most this often
     metrics_db_refresh_s: float = 5.0

@@ -164,16 +164,30 @@ async def test_turns_keep_the_active_and_each_threads_newest(harness: Harness) -
     assert {a_old, a_lapsed, a_newest, b_old}.isdisjoint(await remaining(harness, "turns"))
 
 
-async def test_presence_rows_go_a_day_after_they_expired(harness: Harness) -> None:
+async def test_presence_and_tickets_go_a_day_after_they_expired(harness: Harness) -> None:
     actor = await harness.actor("max")
     async with harness.services.db.transaction() as conn:
         stale = await presence(conn, actor.user_id, -30)
         lapsed_now = await presence(conn, actor.user_id, -1)
         live = await presence(conn, actor.user_id, 0.02)
     assert stale
+    token_id = await conn_token(harness, actor.user_id)
+    async with harness.services.db.transaction() as conn:
+        for name, hours in (("old", -30), ("just-expired", -1), ("fresh", 0.01)):
+            await conn.execute(
+                "INSERT INTO ws_tickets (ticket_hash, token_id, user_id, expires_at)"
+                " VALUES ($1, $2, $3, now() + make_interval(secs => $4))",
+                name, token_id, actor.user_id, hours * 3600)
     deleted = await pruner(harness).prune()
-    assert deleted is not None and deleted["presence"] == 1
+    assert deleted is not None and deleted["presence"] == 1 and deleted["ws_tickets"] == 1
     assert await remaining(harness, "presence", "connection_id") == {lapsed_now, live}
+    assert await remaining(harness, "ws_tickets", "ticket_hash") == {"just-expired", "fresh"}
+
+
+async def conn_token(h: Harness, user_id: str) -> int:
+    async with h.services.db.connection() as conn:
+        return int(await conn.fetchval(
+            "SELECT id FROM api_tokens WHERE user_id = $1 LIMIT 1", user_id))
 
 
 async def test_batches_until_done_and_zero_days_keeps_forever(harness: Harness) -> None:

@@ -9,7 +9,8 @@ it forever) and the SQL that picks it. Every rule's ``WHERE`` also says what it 
 * ``component_audit`` — never the trail of a component that is not settled yet (``open``,
   ``with-main``, ``handed-back``).
 * ``turns`` — only ``done`` and ``lapsed`` turns, and never the newest turn of a thread.
-* ``presence`` — rows whose TTL ran out (a live connection refreshes its row).
+* ``presence`` — rows whose TTL ran out (a live connection refreshes its row);
+* ``ws_tickets`` — WebSocket tickets past their expiry (a ticket is good for seconds).
 
 Messages, threads, decisions and components are history the user reads: they are never pruned.
 One replica prunes at a time (a transaction-scoped advisory lock, so it works behind PgBouncer
@@ -78,6 +79,8 @@ RULES: tuple[Rule, ...] = (
          " AND EXISTS (SELECT 1 FROM turns AS n"
          " WHERE n.user_id = x.user_id AND n.thread_id = x.thread_id AND n.id > x.id)"),
     Rule("presence", "presence", "connection_id", "retention_presence_days",
+         "x.expires_at < $1"),
+    Rule("ws_tickets", "ws_tickets", "ticket_hash", "retention_ws_tickets_days",
          "x.expires_at < $1"),
 )
 
