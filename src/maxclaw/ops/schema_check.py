@@ -8,7 +8,8 @@ migrated it; this code does not know the revision).
 reads, and the schema after the next release's migrations) and names every change that would
 break a replica still running the previous release: a table or column gone or retyped, a
 column that became NOT NULL, a new NOT NULL column without a default, a new CHECK / UNIQUE /
-foreign key / primary key (old code may write rows it refuses).
+foreign key / primary key (old code may write rows it refuses), a UNIQUE or primary key gone
+(old code's ``ON CONFLICT`` may name it).
 """
 
 from __future__ import annotations
@@ -138,6 +139,12 @@ def expand_violations(before: Snapshot, after: Snapshot) -> list[str]:
         label = {"c": "CHECK", "u": "UNIQUE", "f": "FOREIGN KEY", "p": "PRIMARY KEY",
                  "x": "EXCLUDE"}[kind]
         problems.append(f"{table} gained a {label} constraint: {definition}")
+    new_cons = {(t, kind, d) for t, kind, d in after["constraints"]}
+    for table, kind, definition in sorted(old_cons - new_cons):
+        if kind in ("u", "p") and table in {t for t, _ in new_cols}:
+            label = "UNIQUE" if kind == "u" else "PRIMARY KEY"
+            problems.append(f"{table} lost a {label} constraint: {definition} (the previous "
+                            "release's ON CONFLICT may name it)")
     old_unique = {(t, _normalise(d)) for t, d in before["unique_indexes"]}
     for table, definition in sorted(after["unique_indexes"]):
         if table in old_tables and (table, _normalise(definition)) not in old_unique:
