@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from maxclaw.clock import SystemClock
 from maxclaw.ops.retention import PRUNE_LOCK, RULES, Pruner
 from tests.conftest import Harness, app_settings
+from tests.integration.test_cli import cli
 
 _n = itertools.count(1)
 
@@ -247,3 +250,20 @@ async def test_every_rule_is_served_by_an_index(harness: Harness, rule: Any) -> 
         lines = [r[0] for r in await conn.fetch("EXPLAIN " + rule.delete_sql(),
                                                 SystemClock().now(), 100)]
     assert not any("Seq Scan" in line for line in lines), "\n".join(lines)
+
+
+async def test_the_cli_counts_then_deletes(harness: Harness, tmp_path: Path) -> None:
+    actor = await harness.actor("max")
+    async with harness.services.db.transaction() as conn:
+        await presence(conn, actor.user_id, -48)
+    url = harness.services.settings.database_url
+    counted = await cli("prune", "--dry-run", "--database-url", url, data_dir=tmp_path)
+    counted.assert_ok()
+    out = json.loads(counted.out)
+    assert out["dry_run"] is True and out["rows"]["presence"] == 1
+    assert set(out["rows"]) == {r.name for r in RULES}
+    assert len(await remaining(harness, "presence", "connection_id")) == 1
+    deleted = await cli("prune", "--database-url", url, data_dir=tmp_path)
+    deleted.assert_ok()
+    assert json.loads(deleted.out) == {"dry_run": False, "rows": {**out["rows"]}}
+    assert await remaining(harness, "presence", "connection_id") == set()
