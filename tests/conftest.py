@@ -88,7 +88,8 @@ def app_settings(database_url: str, **overrides: Any) -> Settings:
     """Settings for an in-process app: background jobs off unless a test turns them on."""
     base: dict[str, Any] = {
         "database_url": database_url, "run_sweeper": False, "run_push_dispatcher": False,
-        "run_listener": False, "log_json": True, "db_pool_min": 1, "db_pool_max": 10,
+        "run_listener": False, "run_pruner": False, "log_json": True, "db_pool_min": 1,
+        "db_pool_max": 10,
         **pooler.settings_for(database_url),
     }
     base.update(overrides)

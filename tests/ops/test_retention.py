@@ -267,3 +267,23 @@ async def test_the_cli_counts_then_deletes(harness: Harness, tmp_path: Path) -> 
     deleted.assert_ok()
     assert json.loads(deleted.out) == {"dry_run": False, "rows": {**out["rows"]}}
     assert await remaining(harness, "presence", "connection_id") == set()
+
+
+async def test_serve_prunes_in_the_background(database_url: str) -> None:
+    """With MAXCLAW_RUN_PRUNER on (serve's default) a round runs at start, then every
+    MAXCLAW_PRUNE_INTERVAL_S."""
+    from maxclaw.app import create_app
+
+    app = create_app(app_settings(database_url, run_pruner=True, prune_interval_s=0.2))
+    async with app.router.lifespan_context(app):
+        services = app.state.services
+        user_id, _ = await services.auth.create_user("max")
+        async with services.db.transaction() as conn:
+            await presence(conn, user_id, -48)
+        for _ in range(100):  # another task deletes it: poll, bounded (20 s)
+            async with services.db.connection() as conn:
+                if not await conn.fetchval("SELECT count(*) FROM presence"):
+                    break
+            await asyncio.sleep(0.2)
+        else:
+            raise AssertionError("the background pruner did not delete the expired row")
