@@ -13,14 +13,14 @@ expand/contract policy asks for an index on a table that may already be large: w
 not blocked while it builds, so replicas of the previous release keep serving.
 
 Revision ID: 0005_ops
-Revises: 0005_trust
+Revises: 0005_push_actions
 Create Date: 2026-12-01
 """
 
 from alembic import op
 
 revision = "0005_ops"
-down_revision = "0005_trust"
+down_revision = "0005_push_actions"
 branch_labels = None
 depends_on = None
 
