@@ -97,11 +97,18 @@ def test_the_check_catches_what_breaks_old_replicas(empty_database: str) -> None
         conn.execute("ALTER TABLE api_tokens DROP CONSTRAINT api_tokens_token_hash_key")
         conn.execute("ALTER TABLE users ADD COLUMN note text")  # expand: fine
         conn.execute("CREATE TABLE brand_new (id int PRIMARY KEY)")  # expand: fine
+        conn.execute("ALTER TABLE push_outbox DROP CONSTRAINT push_outbox_kind_check,"
+                     " ADD CONSTRAINT push_outbox_kind_check"
+                     " CHECK (kind IN ('notify', 'withdraw', 'digest'))")  # widened: fine
+        conn.execute("ALTER TABLE push_devices DROP CONSTRAINT push_devices_platform_check,"
+                     " ADD CONSTRAINT push_devices_platform_check"
+                     " CHECK (platform IN ('webpush', 'apns'))")  # narrowed: not fine
     problems = schema_check.expand_violations(before, schema_check.snapshot(empty_database))
     joined = "\n".join(problems)
-    assert len(problems) == 6, joined
+    assert len(problems) == 7, joined
     for needle in ("presence.thread_id was dropped", "turns.runtime_id became NOT NULL",
                    "api_tokens lost a UNIQUE constraint: UNIQUE (token_hash)",
+                   "push_devices gained a CHECK constraint: CHECK ((platform = ANY",
                    "users.email is new, NOT NULL", "push_devices gained a CHECK",
                    "push_devices gained a unique index"):
         assert needle in joined

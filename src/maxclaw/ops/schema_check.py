@@ -14,6 +14,7 @@ foreign key / primary key (old code may write rows it refuses), a UNIQUE or prim
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -84,7 +85,7 @@ SNAPSHOT_QUERIES = {
           FROM information_schema.columns
          WHERE table_schema = 'public' AND table_name <> 'alembic_version'""",
     "constraints": """
-        SELECT conrelid::regclass::text, contype::text, pg_get_constraintdef(oid)
+        SELECT conrelid::regclass::text, contype::text, pg_get_constraintdef(oid), conname
           FROM pg_constraint
          WHERE connamespace = 'public'::regnamespace
            AND conrelid::regclass::text <> 'alembic_version'""",
@@ -107,6 +108,19 @@ def _normalise(indexdef: str) -> str:
     # the index's name is not what old code depends on; its columns and predicate are
     on = indexdef.split(" ON ", 1)
     return on[1] if len(on) == 2 else indexdef
+
+
+_LITERAL = re.compile(r"'[^']*'::\w+")
+
+
+def _widened(old: str | None, new: str) -> bool:
+    """Whether ``new`` is ``old`` with more literals in its value lists (``x IN (…)``)."""
+    if old is None:
+        return False
+    shape = _LITERAL.sub("?", old)
+    same_shape = re.sub(r"\?(, \?)*", "?", shape) == re.sub(
+        r"\?(, \?)*", "?", _LITERAL.sub("?", new))
+    return same_shape and set(_LITERAL.findall(old)) <= set(_LITERAL.findall(new))
 
 
 def expand_violations(before: Snapshot, after: Snapshot) -> list[str]:
@@ -132,14 +146,19 @@ def expand_violations(before: Snapshot, after: Snapshot) -> list[str]:
         if nullable == "NO" and not has_default:
             problems.append(f"{table}.{col} is new, NOT NULL and has no default "
                             "(the previous release's INSERTs would fail)")
-    old_cons = {(t, kind, d) for t, kind, d in before["constraints"]}
-    for table, kind, definition in sorted(after["constraints"] - old_cons):
+    old_cons = {(t, kind, d) for t, kind, d, _ in before["constraints"]}
+    old_checks = {(t, name): d for t, kind, d, name in before["constraints"] if kind == "c"}
+    for table, kind, definition, name in sorted(after["constraints"]):
+        if (table, kind, definition) in old_cons:
+            continue
         if table not in old_tables or kind not in ("c", "u", "f", "p", "x"):
             continue
+        if kind == "c" and _widened(old_checks.get((table, name)), definition):
+            continue  # the same CHECK admitting more values: looser for old writers
         label = {"c": "CHECK", "u": "UNIQUE", "f": "FOREIGN KEY", "p": "PRIMARY KEY",
                  "x": "EXCLUDE"}[kind]
         problems.append(f"{table} gained a {label} constraint: {definition}")
-    new_cons = {(t, kind, d) for t, kind, d in after["constraints"]}
+    new_cons = {(t, kind, d) for t, kind, d, _ in after["constraints"]}
     for table, kind, definition in sorted(old_cons - new_cons):
         if kind in ("u", "p") and table in {t for t, _ in new_cols}:
             label = "UNIQUE" if kind == "u" else "PRIMARY KEY"
