@@ -378,7 +378,7 @@ class Dispatcher:
             return
         self._listen_tried_at = loop.time()
         try:
-            conn = await connect(self.db.url)
+            conn = await connect(self.db.listen_url)
             await conn.add_listener(CHANNEL, self._on_hint)
             self._listener = conn
         except Exception as exc:  # polling still works; say so once per retry period
