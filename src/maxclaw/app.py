@@ -14,6 +14,7 @@ from maxclaw.api.routes import ROUTERS
 from maxclaw.container import Services, build_services
 from maxclaw.db.database import Database
 from maxclaw.jobs import Job
+from maxclaw.mcp.streamable import McpHttpApp
 from maxclaw.metrics import Metrics
 from maxclaw.settings import Settings
 from maxclaw.wiring import register_capabilities
@@ -30,6 +31,8 @@ def create_app(settings: Settings) -> FastAPI:
                   max_size=settings.db_pool_max, command_timeout=settings.db_command_timeout_s)
     services = build_services(settings, db, metrics)
     register_capabilities(services)
+    mcp_http = McpHttpApp(services)  # /mcp: its session manager runs in the lifespan
+    services.jobs.append(mcp_http)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -56,6 +59,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.metrics = metrics
     app.state.settings = settings
     install_error_handlers(app)
+    # Starlette serves a route whose endpoint is not a function as a plain ASGI app
+    app.router.add_route("/mcp", mcp_http,  # type: ignore[arg-type]
+                         include_in_schema=False)
     for router in ROUTERS:
         app.include_router(router)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)

@@ -31,6 +31,7 @@ class Services:
     turns: Any = None
     tools: Any = None
     agent_messages: Any = None
+    agent_threads: Any = None
     jobs: list[Job] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 

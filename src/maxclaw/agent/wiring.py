@@ -8,6 +8,7 @@ import logging
 
 from maxclaw.agent.listener import TurnListener
 from maxclaw.agent.turns import TurnService
+from maxclaw.agentthreads.service import AgentThreadService
 from maxclaw.container import Services
 from maxclaw.errors import MaxclawError
 
@@ -52,6 +53,7 @@ def register(services: Services) -> None:
     listener = TurnListener(settings.database_url)
     services.turns = TurnService(services.db, services.clock, listener,
                                  lease_s=settings.turn_lease_s)
+    services.agent_threads = AgentThreadService(services.db, services.clock, services.timeline)
     services.jobs.append(listener)  # closes the LISTEN connection at shutdown
     # the lapse tick is a background job like the sweeper: tests drive lapse_expired by hand
     if settings.run_sweeper:

@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from maxclaw.api.routes import (
     agent,
+    agent_threads,
     agent_turns,
     components,
     decisions,
@@ -22,6 +23,7 @@ ROUTERS: list[APIRouter] = [
     push.router,
     agent.router,
     agent_turns.router,
+    agent_threads.router,
     ws.router,
     web.router,  # last: it serves the WebUI at "/"
 ]

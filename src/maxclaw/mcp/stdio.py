@@ -1,0 +1,81 @@
+"""``maxclaw mcp``: the MCP server over stdio, talking to a MaxClaw server over REST.
+
+Before it serves, it checks what it was given — the server answers, the token is an agent
+token, the thread exists (or ``--new-thread`` creates one) — and otherwise exits non-zero with
+one line on stderr, so an agent host shows why its MCP server did not start. stdout carries
+only MCP messages; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+
+from maxclaw.agent.client import AgentClient, ApiError
+from maxclaw.mcp.backend import RestBackend
+from maxclaw.mcp.server import Binding, build_server
+
+
+class StartError(Exception):
+    """Why ``maxclaw mcp`` cannot serve (one sentence for stderr)."""
+
+
+async def _check(client: AgentClient, url: str, method: str, path: str,
+                 body: Any = None) -> Any:
+    try:
+        resp = await client._request(method, path, json=body)
+    except ApiError as exc:
+        if exc.status == 401:
+            raise StartError(f"{url} refused the token ({exc.message})") from None
+        if exc.status == 403:
+            raise StartError(f"{url}: {exc.message} (maxclaw mcp needs an agent token: "
+                             "maxclaw token create --role agent)") from None
+        if exc.status == 404:
+            raise StartError(f"{url}: no such thread for this token") from None
+        raise StartError(f"{url} answered {exc.status} {exc.code}: {exc.message}") from None
+    except httpx.HTTPError as exc:
+        raise StartError(f"cannot reach MaxClaw at {url} ({type(exc).__name__}: {exc})") \
+            from None
+    return resp.json()
+
+
+async def prepare(client: AgentClient, url: str, thread_id: str | None,
+                  new_thread: str | None) -> str:
+    """The thread this server serves; raises ``StartError``."""
+    if (thread_id is None) == (new_thread is None):
+        raise StartError("give exactly one of --thread ID and --new-thread TITLE")
+    if new_thread is not None:
+        created = await _check(client, url, "POST", "/v1/agent/threads", {"title": new_thread})
+        return str(created["id"])
+    assert thread_id is not None
+    await _check(client, url, "GET", f"/v1/agent/threads/{thread_id}/components?limit=1")
+    return thread_id
+
+
+async def serve_stdio(url: str, token: str, thread_id: str | None, new_thread: str | None,
+                      announce: Any) -> None:
+    """Serve MCP on stdin/stdout until the host closes stdin."""
+    from mcp.server.stdio import stdio_server
+
+    async with AgentClient(url, token, retries=2) as client:
+        thread = await prepare(client, url, thread_id, new_thread)
+        if new_thread is not None:
+            announce(f"maxclaw mcp: created thread {thread} ({new_thread!r})")
+        binding = Binding(RestBackend(client), thread, scope=uuid.uuid4().hex)
+
+        async def resolve(_ctx: Any) -> Binding:
+            return binding
+
+        server = build_server(resolve)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def take_inbox(url: str, token: str, thread_id: str) -> list[dict[str, Any]]:
+    """``maxclaw inbox``: the thread's delivery; raises ``StartError``."""
+    async with AgentClient(url, token, retries=2) as client:
+        delivered = await _check(client, url, "POST", f"/v1/agent/threads/{thread_id}/inbox")
+    messages: list[dict[str, Any]] = delivered["messages"]
+    return messages
