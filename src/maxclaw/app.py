@@ -11,13 +11,11 @@ from fastapi import FastAPI
 from maxclaw.api.errors import install_error_handlers
 from maxclaw.api.middleware import AccessLog, BodyGuard
 from maxclaw.api.routes import ROUTERS
-from maxclaw.container import Services, build_services
+from maxclaw.composition import Services, build_services
 from maxclaw.db.database import Database
 from maxclaw.jobs import Job
-from maxclaw.mcp.streamable import McpHttpApp
 from maxclaw.metrics import Metrics
 from maxclaw.settings import Settings
-from maxclaw.wiring import register_capabilities
 
 log = logging.getLogger("maxclaw")
 
@@ -30,9 +28,6 @@ def create_app(settings: Settings) -> FastAPI:
     db = Database(settings.database_url, min_size=settings.db_pool_min,
                   max_size=settings.db_pool_max, command_timeout=settings.db_command_timeout_s)
     services = build_services(settings, db, metrics)
-    register_capabilities(services)
-    mcp_http = McpHttpApp(services)  # /mcp: its session manager runs in the lifespan
-    services.jobs.append(mcp_http)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -60,7 +55,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     install_error_handlers(app)
     # Starlette serves a route whose endpoint is not a function as a plain ASGI app
-    app.router.add_route("/mcp", mcp_http,  # type: ignore[arg-type]
+    app.router.add_route("/mcp", services.mcp_http,  # type: ignore[arg-type]
                          include_in_schema=False)
     for router in ROUTERS:
         app.include_router(router)

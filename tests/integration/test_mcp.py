@@ -27,7 +27,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
 from maxclaw.auth.service import AuthService
-from maxclaw.components.definitions import CardArgs
+from maxclaw.cards.definitions import CardArgs
 from maxclaw.db.database import Database
 from maxclaw.mcp.tools import input_schema
 from tests.conftest import ServerProcess, free_port, start_server

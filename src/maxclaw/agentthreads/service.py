@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from maxclaw.agent import turn_store
-from maxclaw.agent.history import answered_components, chat_message
 from maxclaw.agentthreads import store
 from maxclaw.auth.service import Principal, parse_uuid
 from maxclaw.clock import Clock
@@ -23,6 +21,8 @@ from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, Forbidden, NotFound
 from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.service import TimelineService, check_limit
+from maxclaw.turns import store as turn_store
+from maxclaw.turns.history import answered_components, chat_message
 
 RUNNING = ("A runtime is running a turn in this thread; that turn's inbox delivers what "
            "arrives, at its next step.")

@@ -19,10 +19,13 @@ from typing import Any, Protocol
 
 import httpx
 
-from maxclaw.agent.client import AgentClient, ApiError
+from maxclaw.agentthreads.service import AgentThreadService
 from maxclaw.auth.service import Principal
-from maxclaw.components.definitions import ASK_TOOL
+from maxclaw.cards.definitions import ASK_TOOL
+from maxclaw.client.http import AgentClient, ApiError
+from maxclaw.components.server_tools import ToolService
 from maxclaw.errors import MaxclawError, NotFound
+from maxclaw.turns.messages import AgentMessageService
 
 
 class Refused(Exception):
@@ -98,18 +101,21 @@ class RestBackend:
 class ServiceBackend:
     """In-process, for one authenticated agent principal (``/mcp`` on ``maxclaw serve``)."""
 
-    def __init__(self, services: Any, who: Principal) -> None:
-        self.services = services
+    def __init__(self, who: Principal, tools: ToolService, messages: AgentMessageService,
+                 threads: AgentThreadService) -> None:
         self.who = who
+        self.tools = tools
+        self.messages = messages
+        self.threads = threads
 
     async def ask(self, thread_id: str, call_id: str,
                   arguments: dict[str, Any]) -> tuple[int, Any]:
-        tools = self.services.tools
+        tools = self.tools
         try:
             try:
                 status, content, _ = await tools.execute(self.who, thread_id, call_id)
             except NotFound:
-                await self.services.agent_messages.post(self.who, thread_id,
+                await self.messages.post(self.who, thread_id,
                                                         _assistant_row(call_id, arguments))
                 status, content, _ = await tools.execute(self.who, thread_id, call_id)
         except MaxclawError as exc:
@@ -118,14 +124,14 @@ class ServiceBackend:
 
     async def get_answers(self, thread_id: str) -> dict[str, Any]:
         try:
-            result: dict[str, Any] = await self.services.agent_threads.inbox(self.who, thread_id)
+            result: dict[str, Any] = await self.threads.inbox(self.who, thread_id)
         except MaxclawError as exc:
             raise Refused(exc.code, exc.message) from None
         return result
 
     async def list_questions(self, thread_id: str) -> dict[str, Any]:
         try:
-            result: dict[str, Any] = await self.services.agent_threads.components(self.who,
+            result: dict[str, Any] = await self.threads.components(self.who,
                                                                                   thread_id)
         except MaxclawError as exc:
             raise Refused(exc.code, exc.message) from None

@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic_core import to_jsonable_python
 
-from maxclaw.components.definitions import ASK_TOOL, MAX_TOOL_CALL_ID
+from maxclaw.cards.definitions import ASK_TOOL, MAX_TOOL_CALL_ID
 from maxclaw.mcp.backend import Backend, Refused
 from maxclaw.mcp.tools import GET_ANSWERS, LIST_QUESTIONS, TOOL_NAMES, tool_definitions
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from maxclaw.agent.client import AgentClient, ApiError
+from maxclaw.client.http import AgentClient, ApiError
 from maxclaw.mcp.backend import RestBackend
 from maxclaw.mcp.server import Binding, build_server
 

@@ -20,9 +20,12 @@ from urllib.parse import parse_qs
 
 from starlette.types import Receive, Scope, Send
 
-from maxclaw.auth.service import Principal, parse_uuid
+from maxclaw.agentthreads.service import AgentThreadService
+from maxclaw.auth.service import AuthService, Principal, parse_uuid
+from maxclaw.components.server_tools import ToolService
 from maxclaw.errors import BadRequest, Forbidden, MaxclawError, Unauthorized, Unavailable
 from maxclaw.mcp.backend import ServiceBackend
+from maxclaw.turns.messages import AgentMessageService
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -59,8 +62,12 @@ class McpHttpApp:
 
     name = "mcp-http"
 
-    def __init__(self, services: Any) -> None:
-        self.services = services
+    def __init__(self, auth: AuthService, tools: ToolService, messages: AgentMessageService,
+                 threads: AgentThreadService) -> None:
+        self.auth = auth
+        self.tools = tools
+        self.messages = messages
+        self.threads = threads
         self.manager: StreamableHTTPSessionManager | None = None
         self._ready = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -108,7 +115,7 @@ class McpHttpApp:
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Missing token: send 'Authorization: Bearer <agent token>'.")
-        who: Principal = await self.services.auth.authenticate(token.strip())
+        who: Principal = await self.auth.authenticate(token.strip())
         if who.role != "agent":
             raise Forbidden("/mcp is for agent tokens; this is a user token.")
         named = headers.get(THREAD_HEADER) or _query_thread(scope)
@@ -128,7 +135,8 @@ class McpHttpApp:
         who, thread_id, session = state
         from maxclaw.mcp.server import Binding
 
-        return Binding(ServiceBackend(self.services, who), thread_id, scope=session)
+        backend = ServiceBackend(who, self.tools, self.messages, self.threads)
+        return Binding(backend, thread_id, scope=session)
 
 
 def _query_thread(scope: Scope) -> str | None:

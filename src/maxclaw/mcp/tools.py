@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from maxclaw.components.definitions import ASK_TOOL, CardArgs
+from maxclaw.cards.definitions import ASK_TOOL, CardArgs
 
 GET_ANSWERS = "get_answers"
 LIST_QUESTIONS = "list_questions"

@@ -1,14 +1,14 @@
 """What clients see of threads and messages (REST and WebSocket use the same functions).
 
 A sensitive user row (a secret answer) is shown with ``body: null``; its plaintext is served
-only to agent runtimes (``maxclaw.agent``).
+only to agent runtimes (``maxclaw.turns``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from maxclaw.components.definitions import definitions_for_assistant_row
+from maxclaw.cards.definitions import definitions_for_assistant_row
 
 SECRET_LINE = "Submitted (not echoed)"
 

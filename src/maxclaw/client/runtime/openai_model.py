@@ -19,7 +19,7 @@ import httpx
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from maxclaw.agent.runtime.model import Reply
+from maxclaw.client.runtime.model import Reply
 
 log = logging.getLogger("maxclaw.agent.openai")
 RETRY_STATUSES = frozenset({408, 429})  # and every 5xx

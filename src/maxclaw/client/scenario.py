@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from maxclaw.agent.runtime.scripted import Script
+from maxclaw.client.runtime.scripted import Script
 
 TASK = "Rename the status field of Order to state, and update its callers."
 QUESTION = {

@@ -7,7 +7,7 @@ import contextlib
 import signal
 from pathlib import Path
 
-from maxclaw.agent.runtime.model import Model
+from maxclaw.client.runtime.model import Model
 
 
 class UsageError(Exception):
@@ -17,7 +17,7 @@ class UsageError(Exception):
 def build_model(spec: str) -> Model:
     """``openai`` (settings from MAXCLAW_OPENAI_*) or ``scripted:FILE``."""
     if spec == "openai":
-        from maxclaw.agent.runtime.openai_model import OpenAIChatModel, OpenAISettings
+        from maxclaw.client.runtime.openai_model import OpenAIChatModel, OpenAISettings
 
         settings = OpenAISettings()
         if not settings.api_key and "api.openai.com" in settings.base_url:
@@ -26,7 +26,7 @@ def build_model(spec: str) -> Model:
         return OpenAIChatModel(settings)
     kind, _, path = spec.partition(":")
     if kind == "scripted" and path:
-        from maxclaw.agent.runtime.scripted import ScriptedModel
+        from maxclaw.client.runtime.scripted import ScriptedModel
 
         if not Path(path).is_file():
             raise UsageError(f"no script file at {path}")
@@ -40,9 +40,9 @@ def build_model(spec: str) -> Model:
 def run_agent(base_url: str, token: str, model_spec: str, workspace: Path,
               runtime_id: str | None, once: bool, wait_s: float) -> None:
     """Claim and run turns until SIGINT/SIGTERM (or one turn with ``once``)."""
-    from maxclaw.agent.client import AgentClient
-    from maxclaw.agent.runtime.loop import AgentRuntime
-    from maxclaw.agent.runtime.tools import LocalTools
+    from maxclaw.client.http import AgentClient
+    from maxclaw.client.runtime.loop import AgentRuntime
+    from maxclaw.client.runtime.workspace_tools import LocalTools
 
     model = build_model(model_spec)
 

@@ -4,6 +4,6 @@
                      ... until the model stops calling tools ──▶ finish ──▶ claim again
 
 Modules: ``model`` (the adapter protocol), ``openai_model`` (Chat Completions over HTTP),
-``scripted`` (replies from a file, for tests and the demo), ``tools`` (the local tools, confined
-to a workspace), ``loop`` (the runtime), ``prompt`` (the system prompt).
+``scripted`` (replies from a file, for tests and the demo), ``workspace_tools`` (the local
+tools, confined to a workspace), ``loop`` (the runtime), ``prompt`` (the system prompt).
 """

@@ -3,14 +3,14 @@ the note the model reads in ``ask_user_question``'s result.
 
 Answer bodies are self-describing because the model reads them in a new turn, possibly after
 the conversation moved on: which card (title and component id), what was chosen (option
-*labels*), the note. ``maxclaw.agent.guard`` recognises these shapes when a model forges them.
+*labels*), the note. ``maxclaw.turns.guard`` recognises these shapes when a model forges them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from maxclaw.components.definitions import ComponentDefinition
+from maxclaw.cards.definitions import ComponentDefinition
 
 ASK_NOTE = (
     "Posted. The turn will not wait for the answer: keep doing whatever you can without it, "

@@ -1,4 +1,4 @@
-"""Attach the agent runtime's turn service, its LISTEN connection and the lapse job."""
+"""The lease-lapse tick: a dead runtime's thread stops showing ``running`` within seconds."""
 
 from __future__ import annotations
 
@@ -6,11 +6,8 @@ import asyncio
 import contextlib
 import logging
 
-from maxclaw.agent.listener import TurnListener
-from maxclaw.agent.turns import TurnService
-from maxclaw.agentthreads.service import AgentThreadService
-from maxclaw.container import Services
 from maxclaw.errors import MaxclawError
+from maxclaw.turns.service import TurnService
 
 log = logging.getLogger("maxclaw.agent")
 LAPSE_INTERVAL_S = 5.0
@@ -44,17 +41,3 @@ class LapseJob:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-
-
-def register(services: Services) -> None:
-    """``services.turns`` (claim, heartbeat, inbox, finish, history) and its jobs."""
-    settings = services.settings
-    assert settings.database_url is not None
-    listener = TurnListener(settings.database_url)
-    services.turns = TurnService(services.db, services.clock, listener,
-                                 lease_s=settings.turn_lease_s)
-    services.agent_threads = AgentThreadService(services.db, services.clock, services.timeline)
-    services.jobs.append(listener)  # closes the LISTEN connection at shutdown
-    # the lapse tick is a background job like the sweeper: tests drive lapse_expired by hand
-    if settings.run_sweeper:
-        services.jobs.append(LapseJob(services.turns))

@@ -22,17 +22,17 @@ from typing import Any
 
 import asyncpg
 
-from maxclaw.agent import turn_store as store
-from maxclaw.agent.history import answered_components, chat_history, chat_message, forged_notice
-from maxclaw.agent.listener import TurnListener
 from maxclaw.auth.service import Principal, parse_int_id, parse_uuid
 from maxclaw.clock import Clock
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, NotFound
 from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.projections import thread_projection
+from maxclaw.turns import store as store
+from maxclaw.turns.history import answered_components, chat_history, chat_message, forged_notice
+from maxclaw.turns.listener import TurnListener
 
-log = logging.getLogger("maxclaw.agent.turns")
+log = logging.getLogger("maxclaw.turns.service")
 POLL_S = 1.0  # a waiting claim retries this often even without a NOTIFY (and lapses leases)
 LAPSE_BATCH = 100
 NOT_RUNNING = ("This turn is no longer running (it finished, or its lease lapsed and the work "

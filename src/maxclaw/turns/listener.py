@@ -20,7 +20,7 @@ import asyncpg
 
 from maxclaw.db.database import CONNECTION_ERRORS, connect
 
-log = logging.getLogger("maxclaw.agent.listener")
+log = logging.getLogger("maxclaw.turns.listener")
 CHANNEL = "maxclaw_turn"
 RETRY_CONNECT_S = 5.0
 

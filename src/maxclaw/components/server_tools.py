@@ -12,11 +12,11 @@ from typing import Any
 import asyncpg
 
 from maxclaw.auth.service import Principal
+from maxclaw.cards.definitions import ASK_TOOL, components_of_tool_call
+from maxclaw.cards.rules import tools_offered
+from maxclaw.cards.text import ASK_NOTE
 from maxclaw.components import tool_store
-from maxclaw.components.definitions import ASK_TOOL, components_of_tool_call
-from maxclaw.components.rules import tools_offered
 from maxclaw.components.service import ComponentService
-from maxclaw.components.text import ASK_NOTE
 from maxclaw.db.database import Database
 from maxclaw.errors import ComponentError, Forbidden, Invalid, MaxclawError, NotFound
 from maxclaw.timeline import store as timeline_store
@@ -133,11 +133,17 @@ class ToolService:
         try:
             async with self.db.transaction() as conn:
                 return await self._run(conn, who, thread, call)
-        except asyncpg.UniqueViolationError:
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name == "message_components_pkey":
+                # the same call id already posted a card in another of this user's threads
+                return await self._refuse(who, thread, call, ComponentError(
+                    "conflict", f"Tool call id {tool_call_id!r} already posted a card in "
+                    "another thread; post the question again under a new tool call id."))
             # a concurrent retry wrote the result first: return that one
             async with self.db.connection() as conn:
                 done = await tool_store.tool_result(conn, who.user_id, thread["id"], tool_call_id)
-            assert done is not None
+            if done is None:  # not the tool row's key: nothing to replay, never a 500
+                raise ComponentError("conflict") from None
             return _replay(done)
         except (Invalid, ComponentError) as exc:
             return await self._refuse(who, thread, call, exc)

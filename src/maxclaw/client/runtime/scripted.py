@@ -45,7 +45,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from maxclaw.agent.runtime.model import Reply
+from maxclaw.client.runtime.model import Reply
 
 Hook = Callable[[int, list[dict[str, Any]]], Awaitable[None]]
 

@@ -12,14 +12,14 @@ from typing import Any
 
 import asyncpg
 
-from maxclaw.agent import turn_store
-from maxclaw.agent.guard import looks_forged
 from maxclaw.auth.service import Principal, parse_uuid
-from maxclaw.components.definitions import normalize_tool_call
+from maxclaw.cards.definitions import normalize_tool_call
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, Invalid, NotFound
 from maxclaw.jsonlimits import check_depth
 from maxclaw.timeline import store as timeline_store
+from maxclaw.turns import store as turn_store
+from maxclaw.turns.guard import looks_forged
 
 MAX_TEXT = 200_000
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from maxclaw.components.definitions import ComponentDefinition
+from maxclaw.cards.definitions import ComponentDefinition
 from maxclaw.errors import Invalid
 
 MAX_TEXT = 10_000

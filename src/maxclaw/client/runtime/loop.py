@@ -32,15 +32,15 @@ from typing import Any, TypeVar
 
 import httpx
 
-from maxclaw.agent.client import AgentClient, ApiError
-from maxclaw.agent.models import Claim, Finished
-from maxclaw.agent.runtime.model import Model
-from maxclaw.agent.runtime.prompt import SYSTEM_PROMPT
-from maxclaw.agent.runtime.tools import NAMES as LOCAL_NAMES
-from maxclaw.agent.runtime.tools import SPECS as LOCAL_SPECS
-from maxclaw.agent.runtime.tools import BackgroundJob, LocalTools
+from maxclaw.client.http import AgentClient, ApiError
+from maxclaw.client.runtime.model import Model
+from maxclaw.client.runtime.prompt import SYSTEM_PROMPT
+from maxclaw.client.runtime.workspace_tools import NAMES as LOCAL_NAMES
+from maxclaw.client.runtime.workspace_tools import SPECS as LOCAL_SPECS
+from maxclaw.client.runtime.workspace_tools import BackgroundJob, LocalTools
+from maxclaw.wire.models import Claim, Finished
 
-log = logging.getLogger("maxclaw.agent.runtime")
+log = logging.getLogger("maxclaw.client.runtime")
 T = TypeVar("T")
 MAX_STEPS = 40
 INTERRUPTED = {"error": "interrupted: the runtime that ran this call stopped before it "

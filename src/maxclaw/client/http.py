@@ -6,7 +6,7 @@
             ...
             await agent.finish(claim.turn.id)
 
-Responses are parsed into the pydantic models of ``maxclaw.agent.models`` (the routes are
+Responses are parsed into the pydantic models of ``maxclaw.wire.models`` (the routes are
 documented with the same models). A ``503 unavailable`` (the database is away) and a dropped
 connection *before the request was sent* are retried with exponential backoff; every other
 error raises ``ApiError`` carrying the body's ``code``, ``message`` and ``data``.
@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import httpx
 
-from maxclaw.agent.models import (
+from maxclaw.wire.models import (
     ChatMessage,
     Claim,
     Component,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from maxclaw.components.definitions import Card
+from maxclaw.cards.definitions import Card
 
 MAIN_TOOLS = frozenset({"answer_for_max", "hand_back"})
 ASK_TOOL = "ask_user_question"

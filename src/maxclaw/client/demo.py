@@ -1,9 +1,10 @@
-"""``maxclaw demo``: seed 004's level 4, end to end, needing nothing but this package.
+"""``maxclaw demo``, the client half: seed 004's level 4 played against a running server.
 
-It starts an embedded PostgreSQL in a temporary directory, the server on a free port, and two
-scripted agent runtimes (each bound to its own thread and workspace), then plays Max: one card
-is answered while its agent is still working (the answer waits in the inbox for the next step
-boundary), the other after its agent has ended the turn (the answer wakes the idle thread).
+The launcher (``maxclaw.devserver``) starts an embedded PostgreSQL and the server; this module
+runs two scripted agent runtimes (each bound to its own thread and workspace), then plays Max:
+one card is answered while its agent is still working (the answer waits in the inbox for the
+next step boundary), the other after its agent has ended the turn (the answer wakes the idle
+thread).
 For each card it prints the three time points — the tool returned (``posted_at``), the answer
 arrived (``answered_at``), the model saw it (``seen_at``) — and how many model requests were
 made while the question was open: several, where a blocking ``ask`` would allow none.
@@ -13,22 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import socket
-import tempfile
 import time
-import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from maxclaw.agent import scenario
-from maxclaw.agent.client import AgentClient, UserClient
-from maxclaw.agent.runtime.loop import AgentRuntime
-from maxclaw.agent.runtime.scripted import ScriptedModel
-from maxclaw.agent.runtime.tools import LocalTools
+from maxclaw.client import scenario
+from maxclaw.client.http import AgentClient, ApiError, UserClient
+from maxclaw.client.runtime.loop import AgentRuntime
+from maxclaw.client.runtime.scripted import ScriptedModel
+from maxclaw.client.runtime.workspace_tools import LocalTools
 
 Say = Callable[[str], None]
 TIMEOUT_S = 120.0
@@ -46,11 +43,6 @@ class Card:
     runtime: AgentRuntime | None = None
     workspace: Path | None = None
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _until(check: Callable[[], Any], what: str, timeout_s: float = TIMEOUT_S) -> Any:
@@ -74,9 +66,18 @@ async def _play_max(user: UserClient, card: Card, answer_after_s: float) -> None
                     return [str(component["id"])]
             return []
         found = await components()
-        if found:
-            card.component_id = found[0]
-        return bool(found)
+        if not found:
+            return False
+        # the card is drawn from the assistant row as soon as it is posted; its component
+        # exists once the runtime has executed the call (a loaded machine widens that gap)
+        try:
+            await user.component(found[0])
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        card.component_id = found[0]
+        return True
 
     await _until(posted, f"the card of {card.label}")
     if card.when == "late":
@@ -122,29 +123,16 @@ def _report(card: Card, component: Any, say: Say) -> None:
     say(f"  model requests in all: {len(requests)}; result: orders.py — {result[1]}")
 
 
-async def _demo(url: str, base_dir: Path, step_delay_s: float, answer_after_s: float,
-                say: Say) -> None:
-    import uvicorn
+MintAgentToken = Callable[[str], Awaitable[str]]
 
-    from maxclaw.app import create_app
-    from maxclaw.settings import Settings
 
-    port = _free_port()
-    settings = Settings(database_url=url, port=port, run_sweeper=False,
-                        run_push_dispatcher=False, log_level="WARNING")
-    app = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
-                                           lifespan="on", log_level="warning"))
-    serving = asyncio.create_task(server.serve())
-    async def started() -> bool:
-        return bool(server.started)
+async def play(base: str, user_token: str, mint_agent_token: MintAgentToken, base_dir: Path,
+               step_delay_s: float, answer_after_s: float, say: Say) -> None:
+    """Two scripted runtimes against the server at ``base``; Max is played through ``user_token``.
 
-    await _until(started, "the server to start")
-    base = f"http://127.0.0.1:{port}"
-    say(f"server        {base}")
-    auth = app.state.services.auth
-    await auth.create_user("max")
-    user = UserClient(base, await auth.create_token("max", "user"))
+    ``mint_agent_token(thread_id)`` returns an agent token bound to that thread (the launcher
+    owns the server, so it mints; this side only speaks HTTP)."""
+    user = UserClient(base, user_token)
     cards = [Card("Card 1 (answered while the agent works)", "drop", "early"),
              Card("Card 2 (answered after the agent ended its turn)", "keep", "late")]
     stop = asyncio.Event()
@@ -154,7 +142,7 @@ async def _demo(url: str, base_dir: Path, step_delay_s: float, answer_after_s: f
             card.thread_id = (await user.create_thread(f"Order service #{i}")).id
             card.workspace = base_dir / f"workspace-{i}"
             scenario.write_fixture(card.workspace)
-            token = await auth.create_token("max", "agent", card.thread_id)
+            token = await mint_agent_token(card.thread_id)
             card.runtime = AgentRuntime(AgentClient(base, token),
                                         ScriptedModel(scenario.level4_script(step_delay_s)),
                                         LocalTools(card.workspace), runtime_id=f"demo-{i}")
@@ -177,27 +165,3 @@ async def _demo(url: str, base_dir: Path, step_delay_s: float, answer_after_s: f
                 await card.runtime.aclose()
                 await card.runtime.client.aclose()
         await user.aclose()
-        server.should_exit = True
-        await serving
-
-
-def run_demo(step_delay_s: float = 0.5, answer_after_s: float = 1.0,
-             say: Say = print) -> None:
-    """Run the whole demo; everything it creates lives in a temporary directory."""
-    from maxclaw.db import migrate
-    from maxclaw.db.embedded import EmbeddedPostgres
-
-    base = Path(tempfile.mkdtemp(prefix="maxclaw-demo-"))
-    base.chmod(0o755)  # as root, pgserver runs postgres as another user
-    embedded = EmbeddedPostgres(base / "db")
-    say("MaxClaw demo: seed 004, level 4 — ask without blocking, keep working")
-    try:
-        with warnings.catch_warnings():  # pgserver's note about XDG_RUNTIME_DIR is noise here
-            warnings.simplefilter("ignore")
-            url = embedded.start()
-        say(f"database      embedded PostgreSQL in {base / 'db'}")
-        migrate.upgrade(url)
-        asyncio.run(_demo(url, base, step_delay_s, answer_after_s, say))
-    finally:
-        embedded.stop()
-        shutil.rmtree(base, ignore_errors=True)

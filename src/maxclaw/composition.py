@@ -1,0 +1,110 @@
+"""The composition root: every service of one process, built once, in dependency order.
+
+This is the only module that knows how the parts fit together. Each service receives what it
+needs as constructor arguments (no locator, no optional placeholders), and the result is a
+frozen ``Services`` whose fields mypy can see through: a route that reads ``services.push``
+gets a ``PushService``. Background jobs (sweeper, dispatcher, realtime listener, lapse tick,
+…) are listed in start order; ``app.py`` starts them after the pool opens and stops them in
+reverse.
+
+    settings, db, metrics, clock
+      └─ auth, timeline, presence
+           └─ components ─ decisions ─ push (decisions settle push actions)
+                └─ server tools, agent messages, turns, realtime hub, web assets
+                     └─ agent threads (inbox outside a turn), /mcp
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from maxclaw.agentthreads.service import AgentThreadService
+from maxclaw.auth.service import AuthService
+from maxclaw.clock import Clock, SystemClock
+from maxclaw.components.server_tools import ToolService
+from maxclaw.components.service import ComponentService
+from maxclaw.components.sweeper import Sweeper
+from maxclaw.db.database import Database
+from maxclaw.decisions.service import DecisionService
+from maxclaw.jobs import Job
+from maxclaw.mcp.streamable import McpHttpApp
+from maxclaw.metrics import Metrics
+from maxclaw.presence.service import PresenceService
+from maxclaw.push.adapters.base import Adapter
+from maxclaw.push.service import CloseAdapters, PushService
+from maxclaw.realtime import logfilter
+from maxclaw.realtime.hub import RealtimeHub
+from maxclaw.settings import Settings
+from maxclaw.timeline.service import TimelineService
+from maxclaw.turns.lapse import LapseJob
+from maxclaw.turns.listener import TurnListener
+from maxclaw.turns.messages import AgentMessageService
+from maxclaw.turns.service import TurnService
+from maxclaw.web.assets import WebAssets
+
+
+@dataclass(frozen=True)
+class Services:
+    """The process's services; built by ``build_services`` and never reassigned."""
+
+    settings: Settings
+    db: Database
+    metrics: Metrics
+    clock: Clock
+    auth: AuthService
+    timeline: TimelineService
+    presence: PresenceService
+    components: ComponentService
+    decisions: DecisionService
+    push: PushService
+    tools: ToolService
+    agent_messages: AgentMessageService
+    turns: TurnService
+    agent_threads: AgentThreadService
+    mcp_http: McpHttpApp
+    realtime: RealtimeHub
+    web_assets: WebAssets
+    jobs: tuple[Job, ...]
+
+
+def build_services(settings: Settings, db: Database, metrics: Metrics,
+                   clock: Clock | None = None, *,
+                   push_adapters: dict[str, Adapter] | None = None) -> Services:
+    """Build every service; ``settings.run_*`` decide which background jobs are listed."""
+    if settings.database_url is None:
+        raise ValueError("build_services needs settings.database_url")
+    clock = clock or SystemClock()
+    auth = AuthService(db)
+    timeline = TimelineService(db)
+    presence = PresenceService(db, clock, settings.presence_ttl_s)
+    components = ComponentService(db, clock, metrics)
+    decisions = DecisionService(db, clock, components)
+    push = PushService(db, settings, metrics, clock, decisions, adapters=push_adapters)
+    tools = ToolService(db, components, timeline)
+    agent_messages = AgentMessageService(db)
+    listener = TurnListener(settings.database_url)
+    turns = TurnService(db, clock, listener, lease_s=settings.turn_lease_s)
+    agent_threads = AgentThreadService(db, clock, timeline)
+    mcp_http = McpHttpApp(auth, tools, agent_messages, agent_threads)
+    realtime = RealtimeHub(db, poll_s=settings.realtime_poll_s, registry=metrics.registry)
+    logfilter.install()
+
+    jobs: list[Job] = []
+    if settings.run_sweeper:
+        jobs.append(Sweeper(components, settings.sweep_interval_s, settings.sweep_batch))
+    # with the dispatcher off (tests, API-only replicas) the adapters' connections are still
+    # released at shutdown, in case something drove the dispatcher by hand
+    jobs.append(push.dispatcher if settings.run_push_dispatcher else CloseAdapters(push))
+    if settings.run_listener:
+        jobs.append(realtime)
+    jobs.append(listener)  # closes the LISTEN connection at shutdown
+    # the lapse tick is a background job like the sweeper: tests drive lapse_expired by hand
+    if settings.run_sweeper:
+        jobs.append(LapseJob(turns))
+    jobs.append(mcp_http)  # /mcp: the MCP SDK's session manager
+    return Services(settings=settings, db=db, metrics=metrics, clock=clock, auth=auth,
+                    timeline=timeline, presence=presence, components=components,
+                    decisions=decisions, push=push, tools=tools, agent_messages=agent_messages,
+                    turns=turns, agent_threads=agent_threads, mcp_http=mcp_http,
+                    realtime=realtime, web_assets=WebAssets.from_package(),
+                    jobs=tuple(jobs))
