@@ -129,7 +129,12 @@ class ToolService:
             raise NotFound(f"No assistant message in this thread carries tool call "
                            f"{tool_call_id!r}; post it first.")
         if call["name"] not in tools_offered(thread["kind"]):
-            raise Forbidden(f"{call['name']} is not offered in a {thread['kind']} thread.")
+            refusal = Forbidden(f"{call['name']} is not offered in a {thread['kind']} thread.")
+            if call["name"] not in TOOL_SPECS:
+                raise refusal  # not a service tool at all: its result is the runtime's to write
+            # one of ours, in the wrong thread: the refusal is the call's result, so the
+            # conversation holds no call without one (Chat Completions rejects that)
+            return await self._refuse(who, thread, call, refusal)
         try:
             async with self.db.transaction() as conn:
                 return await self._run(conn, who, thread, call)

@@ -18,6 +18,7 @@ import json
 from typing import Any, Protocol
 
 import httpx
+from fastapi.encoders import jsonable_encoder
 
 from maxclaw.agentthreads.service import AgentThreadService
 from maxclaw.auth.service import Principal
@@ -131,8 +132,9 @@ class ServiceBackend:
 
     async def list_questions(self, thread_id: str) -> dict[str, Any]:
         try:
-            result: dict[str, Any] = await self.threads.components(self.who,
-                                                                                  thread_id)
+            # encoded as the REST route encodes it, so both transports answer the same JSON
+            result: dict[str, Any] = jsonable_encoder(
+                await self.threads.components(self.who, thread_id))
         except MaxclawError as exc:
             raise Refused(exc.code, exc.message) from None
         return result

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.encoders import jsonable_encoder
 from pydantic import BaseModel, ConfigDict, Field
 
 from maxclaw.api.deps import AgentPrincipal, Services
@@ -35,6 +36,6 @@ async def thread_inbox(thread_id: str, who: AgentPrincipal, services: Services) 
 
 @router.get("/threads/{thread_id}/components")
 async def thread_components(thread_id: str, who: AgentPrincipal, services: Services,
-                            limit: int = Query(100)) -> dict[str, Any]:
-    result: dict[str, Any] = await services.agent_threads.components(who, thread_id, limit)
-    return result
+                            limit: int = Query(100)) -> Any:
+    # encoded as GET /v1/components/{id} encodes a Component, so the two read the same
+    return jsonable_encoder(await services.agent_threads.components(who, thread_id, limit))
