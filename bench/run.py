@@ -26,6 +26,7 @@ from bench import (
     floor,
     langgraph_rt,
     live,
+    mcp_rt,
     roundtrip,
     server,
     sweep,
@@ -47,6 +48,8 @@ RESULTS = ROOT / "bench" / "results"
 # them) is added to the targets.
 Item = Callable[[str, Plan, Path], Awaitable[dict[str, Any]]]
 ITEMS: list[tuple[str, str, Item]] = []
+ITEMS.append(("mcp", "ask → answer → get_answers over MCP (/mcp) beside REST",
+              mcp_rt.mcp_item))
 
 
 async def record_round_trip(url: str) -> tuple[floor.Script, dict[str, Any]]:

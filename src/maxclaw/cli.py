@@ -315,8 +315,8 @@ def mcp(
         "--new-thread", help="Create a thread with this title and serve it.")] = None,
 ) -> None:
     """An MCP server over stdio (ask_user_question, get_answers, list_questions)."""
+    from maxclaw.client.mcp_stdio import StartError, serve_stdio
     from maxclaw.logs import configure_logging
-    from maxclaw.mcp.stdio import StartError, serve_stdio
 
     settings = Settings()
     configure_logging(settings.log_level, settings.log_json)  # stderr: stdout is MCP's
@@ -341,8 +341,8 @@ def inbox(
         "--event", help="hookEventName in hook format.")] = "PostToolUse",
 ) -> None:
     """Deliver what arrived in a thread since the last delivery (a step boundary)."""
-    from maxclaw.mcp.hook import hook_output
-    from maxclaw.mcp.stdio import StartError, take_inbox
+    from maxclaw.client.mcp_hook import hook_output
+    from maxclaw.client.mcp_stdio import StartError, take_inbox
 
     if output not in ("json", "hook"):
         fail("--format is json or hook")

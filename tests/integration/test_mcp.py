@@ -27,9 +27,8 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
 from maxclaw.auth.service import AuthService
-from maxclaw.cards.definitions import CardArgs
+from maxclaw.cards.definitions import card_args_schema
 from maxclaw.db.database import Database
-from maxclaw.mcp.tools import input_schema
 from tests.conftest import ServerProcess, free_port, start_server
 
 MAXCLAW = str(Path(sys.executable).parent / "maxclaw")
@@ -188,7 +187,7 @@ async def test_stdio_round_trip_survives_a_server_restart(database_url: str, tmp
         by_name = {t.name: t for t in listed.tools}
         assert set(by_name) == {"ask_user_question", "get_answers", "list_questions"}
         # the schema the host shows its model is the one REST validates with
-        assert by_name["ask_user_question"].input_schema == input_schema(CardArgs)
+        assert by_name["ask_user_question"].input_schema == card_args_schema()
         component_id = await ask_and_check(session)
         assert structured(await session.call_tool("get_answers", {})) == {"messages": []}
 
@@ -286,7 +285,7 @@ async def test_http_round_trip_across_replicas_and_a_restart(
 
     async with http_session(a.base_url, max_.agent_token, thread) as on_a:
         tools = {t.name: t for t in (await on_a.list_tools()).tools}
-        assert tools["ask_user_question"].input_schema == input_schema(CardArgs)
+        assert tools["ask_user_question"].input_schema == card_args_schema()
         component_id = await ask_and_check(on_a)
         # the same request sent again (same JSON-RPC id, same arguments) is the same card
         again = await resend_ask(a.base_url, max_.agent_token, thread, request_id=77)

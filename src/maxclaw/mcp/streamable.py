@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-    from maxclaw.mcp.server import Binding
+    from maxclaw.wire.mcp import Binding
 
 THREAD_HEADER = "x-maxclaw-thread"
 SESSION_HEADER = "mcp-session-id"
@@ -80,7 +80,7 @@ class McpHttpApp:
         await asyncio.to_thread(importlib.import_module, "mcp.server.streamable_http_manager")
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-        from maxclaw.mcp.server import build_server
+        from maxclaw.wire.mcp import build_server
 
         self.manager = StreamableHTTPSessionManager(app=build_server(self._resolve),
                                                     stateless=True, json_response=True)
@@ -133,7 +133,7 @@ class McpHttpApp:
         state = getattr(request, "scope", {}).get("state", {}).get(STATE_KEY)
         assert state is not None, "every /mcp request is authenticated before it is served"
         who, thread_id, session = state
-        from maxclaw.mcp.server import Binding
+        from maxclaw.wire.mcp import Binding
 
         backend = ServiceBackend(who, self.tools, self.messages, self.threads)
         return Binding(backend, thread_id, scope=session)
