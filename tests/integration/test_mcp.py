@@ -274,10 +274,9 @@ async def run_cli(*args: str, env: dict[str, str]) -> Run:
 
 # ---- streamable HTTP -------------------------------------------------------------------------
 
-async def test_http_round_trip_across_replicas_and_a_restart(
+async def test_http_round_trip_across_replicas(
         database_url: str, tmp_path: Path, servers: list[ServerProcess]) -> None:
-    port = free_port()
-    a = serve(servers, database_url, tmp_path, port)
+    a = serve(servers, database_url, tmp_path)
     b = serve(servers, database_url, tmp_path)
     [max_] = await people(database_url, "max")
     thread = await new_thread(a.base_url, max_)
@@ -289,16 +288,13 @@ async def test_http_round_trip_across_replicas_and_a_restart(
         component_id = await ask_and_check(on_a)
         # the same request sent again (same JSON-RPC id, same arguments) is the same card
         again = await resend_ask(a.base_url, max_.agent_token, thread, request_id=77)
-        assert again == await resend_ask(a.base_url, max_.agent_token, thread, request_id=77)
-        # replica a restarts while the card waits; the session keeps working (stateless)
-        a.stop()
-        a = serve(servers, database_url, tmp_path, port)
-        await answer_on_card(b.base_url, max_, component_id, "yes")
-        # a thread-bound token fixes the thread: no header needed, and replica b serves it
-        async with http_session(b.base_url, bound, None) as on_b:
-            await delivered_once(on_b, component_id)
-        assert structured(await on_a.call_tool("get_answers", {})) == {"messages": []}
-        cards = structured(await on_a.call_tool("list_questions", {}))["components"]
+        assert again == await resend_ask(b.base_url, max_.agent_token, thread, request_id=77)
+    a.stop()  # replica a goes away while the card waits: b serves the rest, nothing is lost
+    await answer_on_card(b.base_url, max_, component_id, "yes")
+    # a thread-bound token fixes the thread: no header needed
+    async with http_session(b.base_url, bound, None) as on_b:
+        await delivered_once(on_b, component_id)
+        cards = structured(await on_b.call_tool("list_questions", {}))["components"]
         assert {c["id"] for c in cards} == {component_id, again}
 
 

@@ -26,13 +26,12 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import mcp_types as types
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel.server import Server
-from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INVALID_PARAMS
+if TYPE_CHECKING:  # the SDK is imported where a server is built: it takes ~1 s to import
+    import mcp_types as types
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel.server import Server
 
 ASK = "ask_user_question"
 GET_ANSWERS = "get_answers"
@@ -105,7 +104,7 @@ class Binding:
     scope: str
 
 
-Resolver = Callable[[ServerRequestContext[Any, Any]], Awaitable[Binding]]
+Resolver = Callable[["ServerRequestContext[Any, Any]"], Awaitable[Binding]]
 
 
 def call_id_for(binding: Binding, request_id: Any, meta: Any,
@@ -132,6 +131,8 @@ def _plain(value: Any) -> Any:
 
 def result(payload: Any, *, is_error: bool = False) -> types.CallToolResult:
     """A tool result: the JSON as text (what most hosts show the model) and as structured data."""
+    import mcp_types as types
+
     data = _plain(payload)
     return types.CallToolResult(
         content=[types.TextContent(text=json.dumps(data, ensure_ascii=False))],
@@ -140,6 +141,10 @@ def result(payload: Any, *, is_error: bool = False) -> types.CallToolResult:
 
 def build_server(resolve: Resolver) -> Server[Any]:
     """An MCP server whose tools run on what ``resolve`` returns for each request."""
+    import mcp_types as types
+    from mcp.server.lowlevel.server import Server
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.jsonrpc import INVALID_PARAMS
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
