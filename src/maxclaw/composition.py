@@ -81,7 +81,7 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
     decisions = DecisionService(db, clock, components)
     push = PushService(db, settings, metrics, clock, decisions, adapters=push_adapters)
     tools = ToolService(db, components, timeline)
-    agent_messages = AgentMessageService(db)
+    agent_messages = AgentMessageService(db, tools)
     listener = TurnListener(settings.database_url)
     turns = TurnService(db, clock, listener, lease_s=settings.turn_lease_s)
     agent_threads = AgentThreadService(db, clock, timeline)

@@ -112,15 +112,17 @@ class ComponentService:
 
     async def post_card(self, conn: asyncpg.Connection, *, user_id: str, thread: dict[str, Any],
                         card: Card, assistant_message_id: int, turn_id: int | None,
-                        content_for: Any) -> dict[str, Any]:
+                        content_for: Any, watching: bool | None = None) -> dict[str, Any]:
         """Create a card's rows inside the caller's transaction; returns the tool row.
 
         ``content_for(due_ats)`` builds the tool row's content from the components' due times.
         Due time: one hour if Max is watching the thread (no carrier), else
-        ``main_after_minutes`` (and a carrier, which pushes).
+        ``main_after_minutes`` (and a carrier, which pushes). ``watching``: when the caller
+        read it already (in the same transaction); None reads it here.
         """
         now = self.clock.now()
-        watching = await presence_store.is_watching(conn, user_id, thread["id"], now)
+        if watching is None:
+            watching = await presence_store.is_watching(conn, user_id, thread["id"], now)
         due_at = now + (WATCHED_DUE if watching else timedelta(minutes=card.main_after_minutes))
         states = {c.id: {"status": "open", "answered_by": None, "answered_via": None,
                          "answer": None, "due_at": due_at.isoformat()} for c in card.components}
@@ -164,6 +166,14 @@ class ComponentService:
                                           answer, via)
         self.metrics.answers.labels(via).inc()
         return component_projection(new, definition)
+
+    def remember(self, user_id: str, card: Card) -> None:
+        """Cache the definitions of a card whose rows have committed (they never change), so
+        the first answer on this process needs not read them back."""
+        if len(self._definitions) + len(card.components) > DEFINITION_CACHE_SIZE:
+            self._definitions.clear()
+        for component in card.components:
+            self._definitions[(user_id, component.id)] = component
 
     async def _definition(self, user_id: str, component_id: str) -> ComponentDefinition:
         """A component's definition; cached, since the call that defines it never changes."""
