@@ -140,7 +140,10 @@ def servers(database_url: str, tmp_path: Path) -> Iterator[list[ServerProcess]]:
 
 def serve(servers: list[ServerProcess], database_url: str, tmp_path: Path,
           port: int | None = None) -> ServerProcess:
-    srv = start_server(database_url, tmp_path / f"serve-{len(servers)}.log", port=port)
+    # these tests start several servers and MCP processes each; on a busy machine (the
+    # 2-core CI box running the suite with -n auto) a start can take longer than 30 s
+    srv = start_server(database_url, tmp_path / f"serve-{len(servers)}.log", port=port,
+                       ready_within_s=90)
     servers.append(srv)
     return srv
 
