@@ -32,6 +32,9 @@ from maxclaw.db.database import Database
 from tests.conftest import ServerProcess, free_port, start_server
 
 MAXCLAW = str(Path(sys.executable).parent / "maxclaw")
+# each test starts real servers and MCP subprocesses: seconds on an idle machine, but up to
+# ~100 s were seen on the shared 2-core box at load 17, past the suite's 120 s default
+pytestmark = pytest.mark.timeout(300)
 CHAT_MESSAGE: TypeAdapter[ChatCompletionMessageParam] = TypeAdapter(ChatCompletionMessageParam)
 CARD = {"title": "Release", "questions": [
     {"id": "ship", "kind": "choice", "question": "Ship 2.0 today?",
