@@ -98,6 +98,7 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
     if settings.run_listener:
         jobs.append(realtime)
     jobs.append(listener)  # closes the LISTEN connection at shutdown
+    jobs.append(auth.revocations)  # likewise for token revocations
     # the lapse tick is a background job like the sweeper: tests drive lapse_expired by hand
     if settings.run_sweeper:
         jobs.append(LapseJob(turns))

@@ -11,6 +11,7 @@ from maxclaw.api.routes import (
     health,
     push,
     threads,
+    tokens,
     web,
     ws,
 )
@@ -24,6 +25,7 @@ ROUTERS: list[APIRouter] = [
     agent.router,
     agent_turns.router,
     agent_threads.router,
+    tokens.router,
     ws.router,
     web.router,  # last: it serves the WebUI at "/"
 ]
