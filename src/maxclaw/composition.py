@@ -82,7 +82,7 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
     push = PushService(db, settings, metrics, clock, decisions, adapters=push_adapters)
     tools = ToolService(db, components, timeline)
     agent_messages = AgentMessageService(db, tools)
-    listener = TurnListener(settings.database_url)
+    listener = TurnListener(db.listen_url)
     turns = TurnService(db, clock, listener, lease_s=settings.turn_lease_s)
     agent_threads = AgentThreadService(db, clock, timeline)
     mcp_http = McpHttpApp(auth, tools, agent_messages, agent_threads)
