@@ -26,6 +26,7 @@ from bench import (
     floor,
     langgraph_rt,
     live,
+    mcp_rt,
     push,
     roundtrip,
     server,
@@ -50,6 +51,8 @@ Item = Callable[[str, Plan, Path], Awaitable[dict[str, Any]]]
 ITEMS: list[tuple[str, str, Item]] = [
     ("push", "push: a backlog to a local webhook, then answer → withdraw delivered", push.item),
 ]
+ITEMS.append(("mcp", "ask → answer → get_answers over MCP (/mcp) beside REST",
+              mcp_rt.mcp_item))
 
 
 async def record_round_trip(url: str) -> tuple[floor.Script, dict[str, Any]]:
@@ -76,8 +79,9 @@ async def record_round_trip(url: str) -> tuple[floor.Script, dict[str, Any]]:
                                 got = await services.agent_messages.post(
                                     agent, thread, roundtrip.assistant_row(call_id, True))
                                 in_post = bool(got.get("results"))
-                            elif phase == "execute" and not in_post:
-                                await services.tools.execute(agent, thread, call_id)
+                            elif phase == "execute":
+                                if not in_post:
+                                    await services.tools.execute(agent, thread, call_id)
                             else:
                                 await services.components.answer(user, f"{call_id}:q1",
                                                                   ["keep"], None, "card")

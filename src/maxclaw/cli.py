@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 
@@ -87,13 +88,13 @@ def migrate_or_fail(url: str) -> None:
 def run_async(url: str, work: Callable[[Services], Awaitable[T]]) -> T:
     """Open a pool, build the services, run ``work(services)``, close. Errors become one line."""
     from maxclaw.composition import build_services
-    from maxclaw.db.database import Database
     from maxclaw.errors import MaxclawError
     from maxclaw.metrics import Metrics
+    from maxclaw.ops.services import database_for
 
     async def main() -> T:
         settings = Settings(database_url=url)
-        db = Database(url, min_size=1, max_size=4)
+        db = database_for(settings, min_size=1, max_size=4)
         await db.open()
         try:
             return await work(build_services(settings, db, Metrics()))
@@ -105,6 +106,9 @@ def run_async(url: str, work: Callable[[Services], Awaitable[T]]) -> T:
     except MaxclawError as exc:
         fail(exc.message)
         raise  # unreachable; keeps the type checker honest
+
+
+WS_MAX_FRAME_BYTES = 64 * 1024
 
 
 @app.command()
@@ -120,17 +124,22 @@ def serve(
     from maxclaw.logs import configure_logging
 
     settings = Settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json, settings.log_library_level)
     with database(settings, database_url) as (url, embedded):
-        migrate_or_fail(url)
+        migrate_or_fail(direct_url(settings, url))
         if not _database_answers(url):
             return
         settings = settings.model_copy(update={
             "database_url": url, "host": host or settings.host, "port": port or settings.port})
         if embedded:
             _first_run_hint(settings)
+        # uvicorn's own "running on" line is at INFO on a library logger, quiet by default
+        logging.getLogger("maxclaw").info(
+            "serving", extra={"url": f"http://{settings.host}:{settings.port}"})
+        # ws_max_size: the protocol's frames are small (api.md: 64 KiB), not uvicorn's 16 MiB
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                    log_config=None, ws="websockets-sansio", lifespan="on")
+                    log_config=None, ws="websockets-sansio", lifespan="on",
+                    ws_max_size=WS_MAX_FRAME_BYTES)
 
 
 def _database_answers(url: str) -> bool:
@@ -179,12 +188,68 @@ def _first_run_hint(settings: Settings) -> None:
 
 
 @app.command()
-def migrate(database_url: DatabaseUrl = None) -> None:
-    """Apply every migration (``alembic upgrade head``)."""
+def migrate(
+    database_url: DatabaseUrl = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Change nothing; exit 0 when the database is at this code's head, "
+                        "2 when it is behind, 3 when it is ahead.")] = False,
+) -> None:
+    """Apply every migration (``alembic upgrade head``), or only compare (``--check``)."""
     settings = Settings()
     with database(settings, database_url) as (url, _):
-        migrate_or_fail(url)
+        if check:
+            _check_schema(direct_url(settings, url))
+            return
+        migrate_or_fail(direct_url(settings, url))
         typer.echo("migrated to head")
+
+
+def direct_url(settings: Settings, url: str) -> str:
+    """Where migrations run: the direct URL when the main one goes through a pooler (the
+    migration lock is a session lock, which PgBouncer's transaction mode does not keep)."""
+    if settings.listen_database_url and url == settings.database_url:
+        return settings.listen_database_url
+    return url
+
+
+def _check_schema(url: str) -> None:
+    from maxclaw.db.urls import redact
+    from maxclaw.ops.schema_check import EXIT_CODES, status
+
+    try:
+        result = status(url)
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        fail(f"cannot read the schema version at {redact(url)}: {reason}")
+        return
+    typer.echo(json.dumps({"state": result.state, "database": result.database,
+                           "code": result.code}))
+    if result.state != "current":
+        typer.echo(f"maxclaw: {result.message()}", err=True)
+    raise typer.Exit(EXIT_CODES[result.state])
+
+
+@app.command()
+def prune(
+    database_url: DatabaseUrl = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Count what would be deleted; delete nothing.")] = False,
+) -> None:
+    """Delete rows past their retention (MAXCLAW_RETENTION_*_DAYS); prints rows per rule."""
+    from maxclaw.ops.retention import Pruner
+
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(direct_url(settings, url))
+
+        async def work(services: Services) -> dict[str, int] | None:
+            pruner = Pruner(services.db, services.settings, services.clock, services.metrics)
+            return await pruner.prune(dry_run=dry_run)
+
+        result = run_async(url, work)
+        if result is None:
+            fail("another process is pruning this database right now; try again later")
+        typer.echo(json.dumps({"dry_run": dry_run, "rows": result}))
 
 
 @app.command()
@@ -199,6 +264,26 @@ def sweep(database_url: DatabaseUrl = None) -> None:
             return result
 
         typer.echo(json.dumps(run_async(url, work)))
+
+
+@app.command("restore-finish")
+def restore_finish(database_url: DatabaseUrl = None) -> None:
+    """After restoring a pg_dump, before serving: restamp the synced rows so clients holding
+    cursors from before the restore get a full snapshot, not a gap (docs/operations.md)."""
+    from maxclaw.db.urls import redact
+    from maxclaw.ops.restore import finish_restore
+
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        url = direct_url(settings, url)
+        migrate_or_fail(url)
+        try:
+            counts = asyncio.run(finish_restore(url))
+        except Exception as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            fail(f"cannot finish the restore at {redact(url)}: {reason}")
+            return
+        typer.echo(json.dumps({"restamped": counts}))
 
 
 @user_app.command("create")
@@ -242,6 +327,44 @@ def token_create(
         typer.echo(json.dumps({"token": token}) if as_json else token)
 
 
+@token_app.command("list")
+def token_list(
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's tokens.")] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """List tokens (id, user, role, binding, created, expires, last used); never the tokens."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(url)
+
+        async def work(services: Services) -> list[dict[str, Any]]:
+            rows: list[dict[str, Any]] = await services.auth.list_all_tokens(user)
+            return rows
+
+        for row in run_async(url, work):
+            typer.echo(json.dumps(row, default=str))
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[int, typer.Argument(help="The token's id (maxclaw token list).")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Revoke a token: every replica refuses it at once and closes its WebSockets."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(url)
+
+        async def work(services: Services) -> bool:
+            gone: bool = await services.auth.revoke_any(token_id)
+            return gone
+
+        if not run_async(url, work):
+            typer.echo(f"no token {token_id}", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"revoked token {token_id}")
+
+
 @app.command("push-worker")
 def push_worker(database_url: DatabaseUrl = None) -> None:
     """Run the push dispatcher alone (no API) until Ctrl-C or SIGTERM."""
@@ -249,7 +372,7 @@ def push_worker(database_url: DatabaseUrl = None) -> None:
     from maxclaw.push.worker import run_worker
 
     settings = Settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json, settings.log_library_level)
     with database(settings, database_url) as (url, _):
         migrate_or_fail(url)
         run_async(url, lambda services: run_worker(services.push.dispatcher))
@@ -278,7 +401,7 @@ def agent(
     from maxclaw.logs import configure_logging
 
     settings = Settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json, settings.log_library_level)
     try:
         run_agent(base_url, token, model, Path(workspace), runtime_id, once, wait_s)
     except (UsageError, ApiError) as exc:
@@ -298,6 +421,66 @@ def demo(
     configure_logging("WARNING", False)
     run_demo(step_delay_s, answer_after_s, typer.echo)
 
+
+
+ServerUrl = Annotated[str, typer.Option("--url", envvar="MAXCLAW_URL",
+                                        help="The MaxClaw server (MAXCLAW_URL).")]
+AgentToken = Annotated[str, typer.Option("--token", envvar="MAXCLAW_TOKEN",
+                                         help="An agent token (MAXCLAW_TOKEN).")]
+
+
+@app.command()
+def mcp(
+    url: ServerUrl = "http://127.0.0.1:8765",
+    token: AgentToken = "",
+    thread: Annotated[str | None, typer.Option("--thread", help="The thread to serve.")] = None,
+    new_thread: Annotated[str | None, typer.Option(
+        "--new-thread", help="Create a thread with this title and serve it.")] = None,
+) -> None:
+    """An MCP server over stdio (ask_user_question, get_answers, list_questions)."""
+    from maxclaw.client.mcp_stdio import StartError, serve_stdio
+    from maxclaw.logs import configure_logging
+
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_json)  # stderr: stdout is MCP's
+    if not token:
+        fail("maxclaw mcp needs an agent token: --token or MAXCLAW_TOKEN")
+    try:
+        asyncio.run(serve_stdio(url, token, thread, new_thread,
+                                lambda line: typer.echo(line, err=True)))
+    except StartError as exc:
+        fail(f"mcp: {exc}")
+
+
+@app.command()
+def inbox(
+    thread: Annotated[str, typer.Option("--thread", help="The thread whose inbox to take.")],
+    url: ServerUrl = "http://127.0.0.1:8765",
+    token: AgentToken = "",
+    output: Annotated[str, typer.Option(
+        "--format", help="json (always prints {messages}) or hook (prints nothing when empty).")]
+        = "json",
+    event: Annotated[str, typer.Option(
+        "--event", help="hookEventName in hook format.")] = "PostToolUse",
+) -> None:
+    """Deliver what arrived in a thread since the last delivery (a step boundary)."""
+    from maxclaw.client.mcp_hook import hook_output
+    from maxclaw.client.mcp_stdio import StartError, take_inbox
+
+    if output not in ("json", "hook"):
+        fail("--format is json or hook")
+    if not token:
+        fail("maxclaw inbox needs an agent token: --token or MAXCLAW_TOKEN")
+    try:
+        messages = asyncio.run(take_inbox(url, token, thread))
+    except StartError as exc:
+        fail(f"inbox: {exc}")
+    if output == "json":
+        typer.echo(json.dumps({"messages": messages}, ensure_ascii=False))
+        return
+    line = hook_output(messages, event)
+    if line is not None:
+        typer.echo(line)
 
 def main() -> None:
     try:

@@ -12,41 +12,17 @@ from typing import Any
 import asyncpg
 
 from maxclaw.auth.service import Principal
-from maxclaw.cards.definitions import (
-    ASK_TOOL,
-    MAX_EXPIRY_MINUTES,
-    Card,
-    components_of_tool_call,
-)
+from maxclaw.cards.definitions import ASK_TOOL, Card, card_args_schema, components_of_tool_call
 from maxclaw.cards.rules import WITHDRAW_TOOL, tools_offered
 from maxclaw.cards.text import ASK_NOTE
 from maxclaw.components import tool_store
 from maxclaw.components.service import ComponentService
 from maxclaw.db.database import Database
 from maxclaw.errors import ComponentError, Forbidden, Invalid, MaxclawError, NotFound
+from maxclaw.timefmt import rfc3339_or_none
 from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.service import TimelineService, scoped_thread_id
 
-_QUESTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "kind", "question"],
-    "properties": {
-        "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
-        "kind": {"type": "string", "enum": ["choice", "text", "secret", "object"]},
-        "question": {"type": "string", "maxLength": 2000},
-        "options": {"type": "array", "minItems": 2, "maxItems": 12, "items": {
-            "type": "object", "required": ["id", "label"],
-            "properties": {"id": {"type": "string"}, "label": {"type": "string", "maxLength": 200},
-                           "recommended": {"type": "boolean"}}}},
-        "multiple": {"type": "boolean"},
-        "allow_other": {"type": "boolean"},
-        "placeholder": {"type": "string"},
-        "object": {"description": "what an object question acts on, e.g. {type: diff, content}"},
-        "actions": {"type": "array", "items": {
-            "type": "object", "required": ["id", "label"],
-            "properties": {"id": {"type": "string"}, "label": {"type": "string"}}}},
-    },
-}
 TOOL_SPECS: dict[str, dict[str, Any]] = {
     ASK_TOOL: {
         "description": (
@@ -54,33 +30,8 @@ TOOL_SPECS: dict[str, dict[str, Any]] = {
             "{posted: true}: the question becomes a card in the conversation. Keep working on "
             "what does not need the answer, then end your turn; his answer arrives later as his "
             "message, naming the card. Do not wait, poll or ask again."),
-        "parameters": {
-            "type": "object", "required": ["title", "questions"],
-            "properties": {
-                "title": {"type": "string", "maxLength": 200},
-                "questions": {"type": "array", "minItems": 1, "maxItems": 8,
-                              "items": _QUESTION_SCHEMA},
-                "stakes": {"type": "string", "enum": ["normal", "irreversible"]},
-                "main_after_minutes": {
-                    "type": ["integer", "null"], "minimum": 0, "maximum": 10080,
-                    "description": (
-                        "Minutes before Main may decide for Max if he has not answered "
-                        "(default 30). null: never hand it to Main by time — use null for "
-                        "questions only Max can answer.")},
-                "expires_after_minutes": {
-                    "type": ["integer", "null"], "minimum": 1, "maximum": MAX_EXPIRY_MINUTES,
-                    "description": (
-                        "Minutes after which the question expires unanswered (not less than "
-                        "main_after_minutes). You are then told in a new message; no answer "
-                        "is invented. Default: never.")},
-                "supersedes": {
-                    "type": "array", "maxItems": 16, "items": {"type": "string"},
-                    "description": (
-                        "Component or tool-call ids of your earlier, still unanswered "
-                        "questions that this card replaces: they are withdrawn as it is "
-                        "posted, so Max never sees both.")},
-            },
-        },
+        # generated from the model execute validates with (one definition for every outlet)
+        "parameters": card_args_schema(),
     },
     WITHDRAW_TOOL: {
         "description": (
@@ -175,7 +126,12 @@ class ToolService:
             raise NotFound(f"No assistant message in this thread carries tool call "
                            f"{tool_call_id!r}; post it first.")
         if call["name"] not in tools_offered(thread["kind"]):
-            raise Forbidden(f"{call['name']} is not offered in a {thread['kind']} thread.")
+            refusal = Forbidden(f"{call['name']} is not offered in a {thread['kind']} thread.")
+            if call["name"] not in TOOL_SPECS:
+                raise refusal  # not a service tool at all: its result is the runtime's to write
+            # one of ours, in the wrong thread: the refusal is the call's result, so the
+            # conversation holds no call without one (Chat Completions rejects that)
+            return await self._refuse(who, thread, call, refusal)
         try:
             async with self.db.transaction() as conn:
                 result = await self._run(conn, who, thread, call)
@@ -243,8 +199,7 @@ class ToolService:
                          watching: bool | None = None) -> tuple[int, dict[str, Any], None]:
         def content_for(due_at: Any) -> dict[str, Any]:
             return {"posted": True, "note": ASK_NOTE, "components": [
-                {"id": c.id, "kind": c.kind,
-                 "answer_due_at": due_at.isoformat() if due_at else None}
+                {"id": c.id, "kind": c.kind, "answer_due_at": rfc3339_or_none(due_at)}
                 for c in card.components]}
 
         old: list[str] = []

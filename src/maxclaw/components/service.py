@@ -24,7 +24,9 @@ from maxclaw.cards.definitions import Card, ComponentDefinition, components_of_t
 from maxclaw.cards.rules import main_may_take
 from maxclaw.cards.text import (
     answer_message_text,
+    answer_meta,
     expired_text,
+    handoff_meta,
     handoff_text,
     revoke_text,
     withdrawn_line,
@@ -49,6 +51,7 @@ from maxclaw.decisions import service as carriers
 from maxclaw.errors import ComponentError, Invalid, NotFound
 from maxclaw.metrics import Metrics
 from maxclaw.presence import store as presence_store
+from maxclaw.timefmt import rfc3339_or_none
 from maxclaw.timeline import store as timeline_store
 
 WATCHED_DUE = timedelta(hours=1)
@@ -71,8 +74,8 @@ def state_of(row: dict[str, Any], rule: bool = False) -> dict[str, Any]:
     ``main_may_take`` ("let Main decide" is offered now; ``rule`` is ``rules.main_may_take``)."""
     return {"status": row["status"], "answered_by": row["answered_by"],
             "answered_via": row["answered_via"], "answer": row["answer"],
-            "due_at": row["due_at"].isoformat() if row["due_at"] else None,
-            "expires_at": row["expires_at"].isoformat() if row.get("expires_at") else None,
+            "due_at": rfc3339_or_none(row["due_at"]),
+            "expires_at": rfc3339_or_none(row.get("expires_at")),
             "answerable_here": answerable_here(row["status"]),
             "main_may_take": may_hand_to_main(row["status"], rule),
             "withdrawn_reason": row.get("withdrawn_reason"),
@@ -101,11 +104,14 @@ def component_projection(row: dict[str, Any], definition: ComponentDefinition,
         **definition.model_dump(mode="json"),
         "status": row["status"], "answer": row["answer"], "answered_by": row["answered_by"],
         "answered_via": row["answered_via"], "main_reason": row["main_reason"],
-        "due_at": row["due_at"], "decision_id": row["decision_id"],
+        "due_at": rfc3339_or_none(row["due_at"]), "decision_id": row["decision_id"],
         "thread_id": row["thread_id"], "message_id": row["message_id"],
-        "tool_message_id": row["tool_message_id"], "posted_at": row["posted_at"],
-        "answered_at": row["answered_at"], "seen_at": row["seen_at"],
-        "expires_at": row.get("expires_at"), "withdrawn_reason": row.get("withdrawn_reason"),
+        "tool_message_id": row["tool_message_id"],
+        "posted_at": rfc3339_or_none(row["posted_at"]),
+        "answered_at": rfc3339_or_none(row["answered_at"]),
+        "seen_at": rfc3339_or_none(row["seen_at"]),
+        "expires_at": rfc3339_or_none(row.get("expires_at")),
+        "withdrawn_reason": row.get("withdrawn_reason"),
         "superseded_by": row.get("superseded_by"),
     }
 
@@ -168,8 +174,8 @@ class ComponentService:
                       else now + timedelta(minutes=card.expires_after_minutes))
         rule = main_may_take(card, thread)
         states = {c.id: {"status": Status.OPEN.value, "answered_by": None, "answered_via": None,
-                         "answer": None, "due_at": due_at.isoformat() if due_at else None,
-                         "expires_at": expires_at.isoformat() if expires_at else None,
+                         "answer": None, "due_at": rfc3339_or_none(due_at),
+                         "expires_at": rfc3339_or_none(expires_at),
                          "answerable_here": answerable_here(Status.OPEN),
                          "main_may_take": may_hand_to_main(Status.OPEN, rule),
                          "withdrawn_reason": None, "superseded_by": None}
@@ -247,9 +253,8 @@ class ComponentService:
                 await timeline_store.insert_message(
                     conn, user_id=user_id, thread_id=main_id, role="user",
                     body=handoff_text(definition, row["thread_title"], row["thread_id"]),
-                    source_meta={"askHandoff": {"componentId": row["id"],
-                                                "threadId": row["thread_id"],
-                                                "phase": t.target.value}})
+                    source_meta=handoff_meta(definition, row["thread_id"],
+                                             phase=t.target.value))
                 await timeline_store.wake_thread(conn, user_id, main_id)
             elif effect is Effect.REOPEN_CARRIER:
                 await carriers.revert(conn, user_id, new["decision_id"], row["thread_title"])
@@ -285,8 +290,10 @@ class ComponentService:
     # ----- Max answers -----
 
     async def answer(self, who: Principal, component_id: str, selected: Any, text: Any,
-                     via: str) -> dict[str, Any]:
-        """Max's answer from the card, the panel or a push: exactly one surface wins."""
+                     via: str, guard: carriers.AnswerGuard | None = None) -> dict[str, Any]:
+        """Max's answer from the card, the panel or a push: exactly one surface wins.
+
+        ``guard`` runs first inside the transaction (a push action token is spent there)."""
         if via not in ANSWERABLE:
             raise ValueError(f"unknown surface {via!r}")
         t = transition("answer", via)
@@ -294,6 +301,8 @@ class ComponentService:
         answer = validate_answer(definition, selected, text)  # invalid: nothing is written
         kept = stored_answer(definition, answer)
         async with self.db.transaction() as conn:
+            if guard is not None:
+                await guard(conn)
             new = await self._move(conn, who.user_id, component_id, t, via=via, answer=kept)
             if new is None:
                 lost = await self._refuse(conn, who.user_id, component_id, t)
@@ -332,9 +341,7 @@ class ComponentService:
             conn, user_id=user_id, thread_id=row["thread_id"], role="user",
             body=answer_message_text(definition, answer, by_main=by_main),
             display={"line": SECRET_LINE} if definition.sensitive else None,
-            source_meta={"componentAnswer": {"componentId": definition.id,
-                                             "answeredBy": "main" if by_main else "max",
-                                             "via": via}},
+            source_meta=answer_meta(definition, answer, by_main=by_main, via=via),
             sensitive=definition.sensitive)
 
     # ----- hand-off to Main -----
@@ -489,9 +496,8 @@ class ComponentService:
             {"user_id": row["user_id"], "thread_id": mains[row["user_id"]], "role": "user",
              "body": handoff_text(cards[_key(row)].component(row["id"]), row["thread_title"],
                                   row["thread_id"]),
-             "source_meta": {"askHandoff": {"componentId": row["id"],
-                                            "threadId": row["thread_id"],
-                                            "phase": "with-main"}}}
+             "source_meta": handoff_meta(cards[_key(row)].component(row["id"]),
+                                         row["thread_id"])}
             for row in take])
         await store.audit_many(conn, [(row["user_id"], row["id"]) for row in take],
                                from_status=Status.OPEN.value,

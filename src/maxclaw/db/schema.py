@@ -242,6 +242,7 @@ component_audit = sa.Table(
     # the API token that acted (null: Max's browser session predates it, or the sweeper)
     sa.Column("token_id", sa.BigInteger),
     sa.Index("component_audit_component", "user_id", "component_id", "id"),
+    sa.Index("component_audit_at", "at"),  # retention (0005_ops)
 )
 
 turns = sa.Table(
@@ -270,6 +271,10 @@ turns = sa.Table(
     sa.Index("turns_queued", "id", postgresql_where=sa.text("status = 'queued'")),
     sa.Index("turns_running_lease", "lease_until",
              postgresql_where=sa.text("status = 'running'")),
+    # retention and the recent-lapses gauge (0005_ops)
+    sa.Index("turns_finished", "finished_at",
+             postgresql_where=sa.text("status IN ('done', 'lapsed')")),
+    sa.Index("turns_thread", "thread_id", "id"),
 )
 
 presence = sa.Table(
@@ -327,6 +332,30 @@ push_outbox = sa.Table(
     sa.Index("push_outbox_ready", "next_attempt_at",
              postgresql_where=sa.text("status IN ('pending', 'sending')")),
     sa.Index("push_outbox_decision", "decision_id"),
+    # retention and the dead-row gauge (0005_ops)
+    sa.Index("push_outbox_finished", "status", "created_at",
+             postgresql_where=sa.text("status IN ('sent', 'dead')")),
+)
+
+push_action_tokens = sa.Table(
+    "push_action_tokens",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("decision_id", sa.BigInteger,
+              sa.ForeignKey("decisions.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("device_id", sa.BigInteger,
+              sa.ForeignKey("push_devices.id", ondelete="CASCADE"), nullable=False),
+    # SHA-256 of the token; the token itself only travels in the push
+    sa.Column("token_hash", sa.LargeBinary, nullable=False),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.Column("expires_at", TS, nullable=False),
+    sa.Column("used_at", TS),
+    sa.Column("revoked_at", TS),
+    sa.UniqueConstraint("token_hash", name="push_action_tokens_hash"),
+    sa.Index("push_action_tokens_decision", "decision_id"),
+    sa.Index("push_action_tokens_device", "device_id"),
 )
 
 SYNCED_TABLES = ("threads", "messages", "decisions")

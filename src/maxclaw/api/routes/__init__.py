@@ -4,12 +4,14 @@ from fastapi import APIRouter
 
 from maxclaw.api.routes import (
     agent,
+    agent_threads,
     agent_turns,
     components,
     decisions,
     health,
     push,
     threads,
+    tokens,
     web,
     ws,
 )
@@ -22,6 +24,8 @@ ROUTERS: list[APIRouter] = [
     push.router,
     agent.router,
     agent_turns.router,
+    agent_threads.router,
+    tokens.router,
     ws.router,
     web.router,  # last: it serves the WebUI at "/"
 ]
