@@ -127,6 +127,7 @@ def serve(
             return
         settings = settings.model_copy(update={
             "database_url": url, "host": host or settings.host, "port": port or settings.port})
+        _secrets_ready(settings, url, embedded)
         if embedded:
             _first_run_hint(settings)
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
@@ -147,6 +148,29 @@ def _database_answers(url: str) -> bool:
     except Exception as exc:
         fail(f"cannot reach the database at {redact(url)}: {exc}")
         return False
+
+
+def _secrets_ready(settings: Settings, url: str, embedded: bool) -> None:
+    """Refuse to start without the keys every live secret row needs (one line why); on the
+    embedded database's first start, create the key file and say where it is."""
+    from maxclaw.secrets.keyring import KeyringError, load_keyring
+
+    try:
+        keyring, created = load_keyring(settings.secret_key, settings.secret_key_file,
+                                        settings.data_dir, create=embedded)
+    except KeyringError as exc:
+        fail(exc.message)
+        return
+    if created is not None:
+        typer.echo(f"Created the secret key file {created} (owner-only). Back it up with the "
+                   "database: secret answers sealed under a lost key cannot be read.", err=True)
+
+    async def check(services: Any) -> None:
+        services.secrets.use(keyring)
+        await services.secrets.check_keys()
+        await services.secrets.seal_legacy()
+
+    run_async(url, check)
 
 
 def _first_run_hint(settings: Settings) -> None:
@@ -296,6 +320,15 @@ def demo(
 
     configure_logging("WARNING", False)
     run_demo(step_delay_s, answer_after_s, typer.echo)
+
+
+def _register_secrets() -> None:
+    from maxclaw.secrets.cli import secrets_app
+
+    app.add_typer(secrets_app, name="secrets")
+
+
+_register_secrets()
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from maxclaw.clock import Clock, SystemClock
 from maxclaw.db.database import Database
 from maxclaw.jobs import Job
 from maxclaw.metrics import Metrics
+from maxclaw.secrets.service import SecretService, parse_ttl
 from maxclaw.settings import Settings
 from maxclaw.timeline.service import TimelineService
 
@@ -22,6 +23,7 @@ class Services:
     clock: Clock
     auth: AuthService
     timeline: TimelineService
+    secrets: SecretService
     # capabilities attach themselves in maxclaw.wiring.register_capabilities
     components: Any = None
     decisions: Any = None
@@ -38,5 +40,8 @@ class Services:
 def build_services(settings: Settings, db: Database, metrics: Metrics,
                    clock: Clock | None = None) -> Services:
     clock = clock or SystemClock()
+    secrets = SecretService(db, clock, secret_key=settings.secret_key,
+                            key_file=settings.secret_key_file, data_dir=settings.data_dir,
+                            ttl=parse_ttl(settings.secret_ttl))
     return Services(settings=settings, db=db, metrics=metrics, clock=clock,
-                    auth=AuthService(db), timeline=TimelineService(db))
+                    auth=AuthService(db), timeline=TimelineService(db), secrets=secrets)

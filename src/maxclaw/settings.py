@@ -54,3 +54,9 @@ class Settings(BaseSettings):
     apns_team_id: str | None = None
 
     max_body_bytes: int = 1024 * 1024
+
+    # secrets at rest (maxclaw.secrets): the key(s), else MAXCLAW_SECRET_KEY_FILE, else
+    # <data_dir>/secret.key (created on the embedded database's first start)
+    secret_key: str | None = Field(default=None, repr=False)
+    secret_key_file: Path | None = None
+    secret_ttl: str = "7d"  # seconds, or 30m / 12h / 7d

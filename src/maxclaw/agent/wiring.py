@@ -50,7 +50,7 @@ def register(services: Services) -> None:
     settings = services.settings
     assert settings.database_url is not None
     listener = TurnListener(settings.database_url)
-    services.turns = TurnService(services.db, services.clock, listener,
+    services.turns = TurnService(services.db, services.clock, listener, services.secrets,
                                  lease_s=settings.turn_lease_s)
     services.jobs.append(listener)  # closes the LISTEN connection at shutdown
     # the lapse tick is a background job like the sweeper: tests drive lapse_expired by hand
