@@ -21,6 +21,7 @@ import asyncpg
 
 from maxclaw.clock import Clock
 from maxclaw.db.database import Database
+from maxclaw.errors import Invalid, NotFound
 from maxclaw.secrets import store
 from maxclaw.secrets.crypto import BoxError, Key, open_box, seal
 from maxclaw.secrets.keyring import Keyring, KeyringError, load_keyring
@@ -42,6 +43,14 @@ def parse_ttl(text: str) -> timedelta:
         raise KeyringError(f"MAXCLAW_SECRET_TTL {text!r}: give a positive duration like 7d, "
                            "12h, 30m or 3600")
     return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def _unpaired_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def aad(user_id: str, thread_id: str, kind: str) -> bytes:
@@ -136,7 +145,12 @@ class SecretService:
 
     def seal_answer(self, user_id: str, thread_id: str, component_id: str, secret: str,
                     body: str) -> Sealed:
-        """The box of a secret answer: the model's full body and the secret itself."""
+        """The box of a secret answer: the model's full body and the secret itself. Text
+        PostgreSQL could not store in plain is refused the same way here (the box would hold
+        it, but the model's copy must be text like any other answer)."""
+        if "\x00" in secret or _unpaired_surrogate(secret):
+            raise Invalid.at(["body"], "a value cannot be stored: a number out of range, or "
+                                       "text with a NUL character or an unpaired surrogate")
         return self._seal(user_id, thread_id, "answer", {"body": body, "secret": secret},
                           component_id, self.clock.now() + self.ttl)
 
@@ -223,8 +237,6 @@ class SecretService:
         async with self.db.transaction() as conn:
             owner = await store.thread_owner(conn, thread_id)
             if owner is None:
-                from maxclaw.errors import NotFound
-
                 raise NotFound("No such thread.")
             n = await store.purge_thread(conn, owner, thread_id, self.clock.now())
         log.info("secrets purged", extra={"thread_id": thread_id, "count": n})
