@@ -122,12 +122,13 @@ def serve(
     settings = Settings()
     configure_logging(settings.log_level, settings.log_json)
     with database(settings, database_url) as (url, embedded):
+        keyring = _keys_or_fail(settings, url, embedded)
         migrate_or_fail(url)
         if not _database_answers(url):
             return
         settings = settings.model_copy(update={
             "database_url": url, "host": host or settings.host, "port": port or settings.port})
-        _secrets_ready(settings, url, embedded)
+        _seal_legacy(url, keyring)
         if embedded:
             _first_run_hint(settings)
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
@@ -150,27 +151,36 @@ def _database_answers(url: str) -> bool:
         return False
 
 
-def _secrets_ready(settings: Settings, url: str, embedded: bool) -> None:
-    """Refuse to start without the keys every live secret row needs (one line why); on the
-    embedded database's first start, create the key file and say where it is."""
+def _keys_or_fail(settings: Settings, url: str, embedded: bool) -> Any:
+    """Refuse to start without the keys every live secret row needs (one line why), before
+    anything else is printed; on the embedded database's first start, create the key file and
+    say where it is."""
     from maxclaw.secrets.keyring import KeyringError, load_keyring
+    from maxclaw.secrets.service import missing_keys
 
     try:
         keyring, created = load_keyring(settings.secret_key, settings.secret_key_file,
                                         settings.data_dir, create=embedded)
+        reason = asyncio.run(missing_keys(url, keyring))
     except KeyringError as exc:
         fail(exc.message)
-        return
+        raise  # unreachable
+    if reason:
+        fail(reason)
     if created is not None:
         typer.echo(f"Created the secret key file {created} (owner-only). Back it up with the "
                    "database: secret answers sealed under a lost key cannot be read.", err=True)
+    return keyring
 
-    async def check(services: Any) -> None:
+
+def _seal_legacy(url: str, keyring: Any) -> None:
+    """Seal secret answers stored in plaintext before secrets were encrypted."""
+
+    async def seal(services: Any) -> None:
         services.secrets.use(keyring)
-        await services.secrets.check_keys()
         await services.secrets.seal_legacy()
 
-    run_async(url, check)
+    run_async(url, seal)
 
 
 def _first_run_hint(settings: Settings) -> None:

@@ -292,12 +292,15 @@ async def _dump_and_grep(cluster: PrivateCluster, admin_url: str, url: str,
     finally:
         await admin.close()
     pg_dump = cluster.bin_path / "pg_dump"  # the wheel's own, the server's version
-    dump = subprocess.run([str(pg_dump), "--no-owner", url], check=True, capture_output=True,
-                          timeout=60).stdout.decode("utf-8", "replace")
+    dumped = await asyncio.to_thread(subprocess.run, [str(pg_dump), "--no-owner", url],
+                                     check=True, capture_output=True, timeout=60)
+    dump = dumped.stdout.decode("utf-8", "replace")
     hits: list[str] = []
     for needle in ["sealed-marker-ok", *needles]:
-        found = subprocess.run(["grep", "-a", "-r", "-l", "-F", needle, str(cluster.pgdata)],
-                               capture_output=True, timeout=120).stdout.decode().splitlines()
+        grep = await asyncio.to_thread(
+            subprocess.run, ["grep", "-a", "-r", "-l", "-F", needle, str(cluster.pgdata)],
+            capture_output=True, timeout=120)
+        found = grep.stdout.decode().splitlines()
         found = [f for f in found if not f.endswith("/log") and "/log/" not in f]
         if needle == "sealed-marker-ok":
             assert found, f"grep -a found no plaintext marker under {cluster.pgdata}"

@@ -5,8 +5,9 @@ below it, still opening old boxes); servers re-read the file within a second and
 secrets under it. Then rows still under another key are re-sealed in batches of ``batch``,
 each batch one transaction (``FOR UPDATE SKIP LOCKED``: a row a request holds is taken on the
 next pass), so the pass runs while the service does and can be stopped and run again
-(``--resume``) at any point. Passes repeat until no live row uses another key — rows a server
-sealed under the old key just before it re-read the file are taken by a later pass. A row
+(``--resume``) at any point. Passes repeat until no live row uses another key, and at least
+two re-read intervals after the start — rows a server sealed under the old key just before it
+re-read the file are taken by a later pass. A row
 whose box does not open is left as it is and counted.
 """
 
@@ -40,6 +41,9 @@ async def rotate(db: Database, keyring: Keyring, *, batch: int = 200,
     """Re-seal every live row under ``keyring.primary`` (see the module docstring)."""
     target: Key = keyring.primary
     report = RotationReport(target.id)
+    loop = asyncio.get_running_loop()
+    # a clean count is believed only once every server has had time to re-read the key file
+    settled_at = loop.time() + 2 * RELOAD_S
     skip: set[int] = set()
     while report.passes < MAX_PASSES:
         report.passes += 1
@@ -77,7 +81,7 @@ async def rotate(db: Database, keyring: Keyring, *, batch: int = 200,
             usage = await store.key_usage(conn)
         left = sum(n for k, n in usage.items() if k != target.id) - len(skip)
         report.usage = usage
-        if left <= 0:
+        if left <= 0 and loop.time() >= settled_at:
             return report
         # rows sealed under an old key by a server that has not re-read the file yet
         await asyncio.sleep(RELOAD_S)

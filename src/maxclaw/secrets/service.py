@@ -9,6 +9,7 @@ model-facing projection (claim, inbox, history, MCP ``get_answers``) passes its 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -20,7 +21,7 @@ from typing import Any
 import asyncpg
 
 from maxclaw.clock import Clock
-from maxclaw.db.database import Database
+from maxclaw.db.database import Database, connect
 from maxclaw.errors import Invalid, NotFound
 from maxclaw.secrets import store
 from maxclaw.secrets.crypto import BoxError, Key, open_box, seal
@@ -51,6 +52,29 @@ def _unpaired_surrogate(text: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+async def missing_keys(url: str, keyring: Keyring) -> str | None:
+    """Why ``serve`` must not start: live secret rows sealed under keys the keyring lacks (one
+    line), else None. A database that cannot be reached or has no secrets table yet is not
+    this check's to report (the migration that follows says it)."""
+    try:
+        conn = await asyncio.wait_for(connect(url), 10)
+    except Exception:
+        return None
+    try:
+        if await conn.fetchval("SELECT to_regclass('message_secrets')") is None:
+            return None
+        usage = await store.key_usage(conn)
+    finally:
+        await conn.close()
+    missing = {k: n for k, n in usage.items() if keyring.get(k) is None}
+    if not missing:
+        return None
+    names = ", ".join(f"{k} ({n} rows)" for k, n in missing.items())
+    return (f"secret rows are sealed under key(s) {names} that {keyring.source} does not hold "
+            f"(it holds {', '.join(keyring.ids)}); give the right key (MAXCLAW_SECRET_KEY or "
+            "MAXCLAW_SECRET_KEY_FILE)")
 
 
 def aad(user_id: str, thread_id: str, kind: str) -> bytes:
@@ -126,20 +150,6 @@ class SecretService:
                       f"{UNAVAILABLE_LINE}",
                       extra={"message_id": row["message_id"], "key_id": row["key_id"]})
             return None
-
-    async def check_keys(self) -> dict[str, int]:
-        """At start: every key that sealed a live row must be in the keyring (raises
-        KeyringError with one line naming the missing key ids). Returns rows per key id."""
-        async with self.db.connection() as conn:
-            usage = await store.key_usage(conn)
-        missing = {k: n for k, n in usage.items() if self.keyring.get(k) is None}
-        if missing:
-            names = ", ".join(f"{k} ({n} rows)" for k, n in missing.items())
-            raise KeyringError(
-                f"secret rows are sealed under key(s) {names} that {self.keyring.source} does "
-                f"not hold (it holds {', '.join(self.keyring.ids)}); give the right key "
-                "(MAXCLAW_SECRET_KEY or MAXCLAW_SECRET_KEY_FILE)")
-        return usage
 
     # ----- write path -----
 
