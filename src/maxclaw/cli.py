@@ -122,10 +122,10 @@ def serve(
     settings = Settings()
     configure_logging(settings.log_level, settings.log_json)
     with database(settings, database_url) as (url, embedded):
-        keyring = _keys_or_fail(settings, url, embedded)
-        migrate_or_fail(url)
         if not _database_answers(url):
             return
+        keyring = _keys_or_fail(settings, url, embedded)
+        migrate_or_fail(url)
         settings = settings.model_copy(update={
             "database_url": url, "host": host or settings.host, "port": port or settings.port})
         _seal_legacy(url, keyring)
