@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from maxclaw.components.text import ASK_NOTE
+from maxclaw.cards.text import ASK_NOTE
 from maxclaw.db.database import connect
 
 CARD_ARGS: dict[str, Any] = {

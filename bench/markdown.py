@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.report import MODE_NAMES, floor_rate
+from bench.report import MODE_NAMES, beside, floor_rate
 
 
 def _row(cells: list[Any]) -> str:
@@ -109,6 +109,18 @@ def render(report: dict[str, Any]) -> str:
                          f"{item['from_request']['p50_ms']} ms, p99 "
                          f"{item['from_request']['p99_ms']} ms")
             out.append(f"- {label}: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms{extra}.")
+    rows = beside(report)
+    if rows:
+        lg = report.get("langgraph") or {}
+        versions = ", ".join(f"{k} {v}" for k, v in (lg.get("versions") or {}).items())
+        out += ["", f"Side by side in this run, round trips/s (LangGraph: "
+                f"{lg.get('status', '-')}{'; ' + versions if versions else ''}):", "",
+                _row(["clients", "pgbench anchor script", "LangGraph interrupt + resume",
+                      "MaxClaw HTTP", "HTTP / LangGraph", "HTTP / pgbench"]),
+                _row(["---:", "---:", "---:", "---:", "---:", "---:"])]
+        out += [_row([r["clients"], r["pgbench"] or "-", r["langgraph"] or "-", r["http"] or "-",
+                      r["http_per_langgraph"] or "-", r["http_per_pgbench"] or "-"])
+                for r in rows]
     out += ["", _row(["target", "measured", "threshold", "verdict"]),
             _row(["---", "---:", "---", "---"])]
     for v in report["verdicts"]:

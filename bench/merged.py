@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from bench.dataset import CARD_ARGS, CARD_OPTIONS
+from maxclaw.cards.text import ASK_NOTE
 from maxclaw.components import store as components
-from maxclaw.components.text import ASK_NOTE
 
 CALL_ARGS = CARD_ARGS
 QUESTION = CARD_ARGS["questions"][0]["question"]

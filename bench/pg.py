@@ -66,6 +66,7 @@ class BenchDatabase:
 
     server: Server
     name: str = field(default_factory=lambda: f"maxclaw_bench_{uuid.uuid4().hex[:10]}")
+    migrated: bool = True  # False: an empty database (LangGraph's saver creates its own tables)
 
     @property
     def url(self) -> str:
@@ -80,7 +81,8 @@ class BenchDatabase:
 
     def create(self) -> str:
         asyncio.run(self._admin(f'CREATE DATABASE "{self.name}"'))
-        migrate.upgrade(self.url)
+        if self.migrated:
+            migrate.upgrade(self.url)
         return self.url
 
     def drop(self) -> None:

@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 MODE_NAMES = {"a": "(a) direct SQL (floor)", "b": "(b) in-process service",
-              "c": "(c) HTTP API", "a_no_notify": "(a') floor, no NOTIFY",
+              "c": "(c) HTTP API", "l": "(l) LangGraph interrupt/resume",
+              "a_no_notify": "(a') floor, no NOTIFY",
               "a_merged": "(a'') floor, merged statements",
               "a_notify_after_commit": "(a*) floor, NOTIFY after COMMIT",
               "c_again": "(c) HTTP API, again",
@@ -41,6 +42,23 @@ def floor_rate(points: list[dict[str, Any]], clients: int) -> float | None:
         if p["mode"] == "a" and p["clients"] == clients:
             return float(p["rate_per_s"])
     return None
+
+
+def beside(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per client count at the first level: the pgbench anchor, LangGraph, MaxClaw over HTTP
+    (round trips/s, same run) and the ratios the targets judge."""
+    levels = report.get("levels") or []
+    if not levels:
+        return []
+    anchor = (report.get("calibration") or {}).get("rate_per_s") or {}
+    rates = {(p["mode"], p["clients"]): p["rate_per_s"] for p in levels[0]["round_trip"]}
+    rows = []
+    for n in sorted({p["clients"] for p in levels[0]["round_trip"]}):
+        c, lg, pgb = rates.get(("c", n)), rates.get(("l", n)), anchor.get(str(n))
+        rows.append({"clients": n, "pgbench": pgb, "langgraph": lg, "http": c,
+                     "http_per_langgraph": round(c / lg, 2) if c and lg else None,
+                     "http_per_pgbench": round(c / pgb, 3) if c and pgb else None})
+    return rows
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -102,6 +120,22 @@ def print_report(report: dict[str, Any]) -> None:
                   file=out)
         elif name in report:
             print(f"{label}: {item.get('status', 'not measured')}", file=out)
+    rows = beside(report)
+    if rows:
+        lg = report.get("langgraph") or {}
+        stack = next((p.get("server_stack") for p in report["levels"][0]["round_trip"]
+                      if p.get("server_stack")), None)
+        if stack:
+            print(f"\nserver process: uvloop {'loaded' if stack.get('uvloop') else 'NOT loaded'}"
+                  f", httptools {'loaded' if stack.get('httptools') else 'NOT loaded'}",
+                  file=out)
+        print(f"\nSide by side, round trips/s (LangGraph: {lg.get('status', '-')})", file=out)
+        print(f"{'n':>3} {'pgbench anchor':>15} {'LangGraph':>10} {'MaxClaw HTTP':>13} "
+              f"{'HTTP/LangGraph':>15} {'HTTP/pgbench':>13}", file=out)
+        for r in rows:
+            print(f"{r['clients']:>3} {r['pgbench'] or '-':>15} {r['langgraph'] or '-':>10} "
+                  f"{r['http'] or '-':>13} {r['http_per_langgraph'] or '-':>15} "
+                  f"{r['http_per_pgbench'] or '-':>13}", file=out)
     print("\nTargets", file=out)
     for v in report["verdicts"]:
         mark = {True: "HOLDS", False: "MISSES", None: "  -   "}[v["holds"]]

@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,10 @@ from typing import Any
 from bench import (
     calibrate,
     counting,
+    cpu,
     dataset,
     floor,
+    langgraph_rt,
     live,
     roundtrip,
     server,
@@ -37,6 +40,13 @@ from maxclaw.db.database import connect
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+
+# More items of the suite, run after answer → claim, in order: (report key, what to say,
+# ``async fn(url, plan, log_dir) -> dict``). A module adds its line here; the dict it returns
+# is stored under its key, and a ``"verdicts"`` list in it (rows as ``bench.targets`` makes
+# them) is added to the targets.
+Item = Callable[[str, Plan, Path], Awaitable[dict[str, Any]]]
+ITEMS: list[tuple[str, str, Item]] = []
 
 
 async def record_round_trip(url: str) -> tuple[floor.Script, dict[str, Any]]:
@@ -85,35 +95,46 @@ def _result(samples: Any, mode: str, clients: int, reused: int) -> dict[str, Any
 
 
 async def round_trips(url: str, plan: Plan, level: int, clients_list: list[int],
-                      log_dir: Path, script: floor.Script) -> list[dict[str, Any]]:
-    """Modes a, b, c side by side at each concurrency (interleaved, so drift hits all three)."""
+                      log_dir: Path, script: floor.Script,
+                      lang_url: str | None = None) -> list[dict[str, Any]]:
+    """Modes a, b, c (and l, LangGraph, when ``lang_url`` is given) side by side at each
+    concurrency (interleaved, so drift hits all of them)."""
     points: list[dict[str, Any]] = []
     async with roundtrip.in_process(url) as services:
         identities = await roundtrip.make_identities(services, f"L{level}",
                                                      max(clients_list))
         for n in clients_list:
             points += await _interleaved(url, plan, level, n, identities[:n], services,
-                                         script, log_dir)
+                                         script, log_dir, lang_url)
     return points
 
 
 async def _interleaved(url: str, plan: Plan, level: int, n: int,
                        ids: list[roundtrip.Identity], services: Any, script: floor.Script,
-                       log_dir: Path) -> list[dict[str, Any]]:
-    """a, b and c at ``n`` clients, taking turns ``plan.rounds`` times, each turn on fresh
-    threads; the slices of each mode are merged into its point. The server stays up across
-    the turns (idle while a and b run: its hub gets their NOTIFY hints, finds no socket for
-    those users and reads nothing)."""
+                       log_dir: Path, lang_url: str | None = None) -> list[dict[str, Any]]:
+    """a, b, c (and l) at ``n`` clients, taking turns ``plan.rounds`` times, each turn on
+    fresh threads; the slices of each mode are merged into its point. The server stays up
+    across the turns (idle while a, b and l run: its hub gets their NOTIFY hints, finds no
+    socket for those users and reads nothing); so does LangGraph's pool."""
     warm, dur = plan.warmup_s / plan.rounds, plan.duration_s / plan.rounds
     parts: dict[str, list[Samples]] = {"a": [], "b": [], "c": []}
+    lang: langgraph_rt.LangGraph | None = None
+    if lang_url is not None:
+        parts["l"] = []
+        lang = await langgraph_rt.LangGraph(lang_url, n).__aenter__()
     reused = dict.fromkeys(parts, 0)
     srv = await asyncio.to_thread(server.start, url, log_dir / f"serve-L{level}-{n}.log")
     try:
         for r in range(plan.rounds):
-            say(f"level {level}: {n} client(s), turn {r + 1}/{plan.rounds}: a, b, c …")
+            say(f"level {level}: {n} client(s), turn {r + 1}/{plan.rounds}: "
+                f"{', '.join(parts)} …")
             tag = f"L{level}n{n}r{r}"
             rate = parts["a"][-1].result(n)["rate_per_s"] if parts["a"] else None
             for mode in parts:
+                if mode == "l":
+                    assert lang is not None and lang_url is not None
+                    parts[mode].append(await _lang_point(lang, lang_url, tag + "l", warm, dur))
+                    continue
                 stocks = await roundtrip.make_stocks(
                     url, ids, roundtrip.stock_size(n, warm + dur, rate))
                 if mode == "a":
@@ -129,26 +150,36 @@ async def _interleaved(url: str, plan: Plan, level: int, n: int,
                                                             warm, dur)
                     reused[mode] += again
                 parts[mode].append(got)
-        rss = srv.rss_mb()
+        rss, stack = srv.rss_mb(), srv.stack()
     finally:
         srv.stop()
+        if lang is not None:
+            await lang.__aexit__(None, None, None)
     points = [_result(Samples.merge(parts[m]), m, n, reused[m]) for m in parts]
-    points[-1]["server_rss_mb"] = rss
+    points[2]["server_rss_mb"], points[2]["server_stack"] = rss, stack
     base = points[0]["rate_per_s"]
     for p in points:
         say("  " + point_line(p, base))
     return points
 
 
+async def _lang_point(lang: langgraph_rt.LangGraph, lang_url: str, tag: str, warm: float,
+                      dur: float) -> Samples:
+    """(l): LangGraph in this process; CPU of this process and of its database's backends."""
+    return await roundtrip.metered(lang_url, {"python": [cpu.own_pid()]},
+                                   lambda: lang.point(tag, warm, dur))
+
+
 async def run_level(url: str, plan: Plan, level: int, loaded: int, log_dir: Path,
-                    script: floor.Script) -> dict[str, Any]:
+                    script: floor.Script, lang_url: str | None = None) -> dict[str, Any]:
     cards = plan.levels[level]
     say(f"level {level}: loading {cards - loaded:,} cards (to {cards:,}) …")
     load_s = await dataset.load(url, f"L{level}b", cards - loaded, due=False,
                                 progress=lambda n: say(f"  {loaded + n:,} cards"))
     out: dict[str, Any] = {"cards": cards, "load_s": round(load_s, 1)}
     clients = plan.concurrency if level == 0 else plan.growth_concurrency
-    out["round_trip"] = await round_trips(url, plan, level, clients, log_dir, script)
+    out["round_trip"] = await round_trips(url, plan, level, clients, log_dir, script,
+                                          lang_url if level == 0 else None)
     if plan.variants and level == 0:
         out["variants"] = await variants.run(url, plan, level, [1, 16], script, log_dir)
     say(f"level {level}: sweep with nothing due …")
@@ -175,7 +206,8 @@ async def run_level(url: str, plan: Plan, level: int, loaded: int, log_dir: Path
 
 
 async def run(plan: Plan, url: str, source: str, log_dir: Path,
-              only_live: bool = False) -> dict[str, Any]:
+              only_live: bool = False, lang_url: str | None = None,
+              lang_status: str | None = None) -> dict[str, Any]:
     started = datetime.now(UTC)
     report: dict[str, Any] = {
         "suite": "maxclaw-bench", "format": 1, "plan": plan.to_json(),
@@ -185,6 +217,8 @@ async def run(plan: Plan, url: str, source: str, log_dir: Path,
     say("recording one round trip through the service (the floor replays it) …")
     script, report["statements"] = await record_round_trip(url)
     report["levels"] = []
+    report["langgraph"] = ({"status": "measured (mode l)", "versions": langgraph_rt.versions()}
+                           if lang_url else {"status": lang_status or "not measured"})
     if not only_live:
         say("the issue's anchor script under pgbench, on this machine now …")
         report["calibration"] = await calibrate.run(url, plan.concurrency,
@@ -192,7 +226,8 @@ async def run(plan: Plan, url: str, source: str, log_dir: Path,
         say(f"  {report['calibration'].get('rate_per_s') or report['calibration']['status']}")
     loaded = 0
     for level in range(0 if only_live else len(plan.levels)):
-        report["levels"].append(await run_level(url, plan, level, loaded, log_dir, script))
+        report["levels"].append(await run_level(url, plan, level, loaded, log_dir, script,
+                                                lang_url))
         loaded = plan.levels[level] + plan.due * (level + 1) * (2 if plan.variants else 1)
     say(f"answer → frame: {plan.ws_clients:,} WebSocket clients, {plan.frame_answers} answers …")
     poster = roundtrip.ReplayFloor(script).post
@@ -211,10 +246,14 @@ async def run(plan: Plan, url: str, source: str, log_dir: Path,
     report["claim"] = await live.answer_to_claim(url, log_dir, poster, plan.claim_answers)
     say(f"  p50 {report['claim']['latency'].get('p50_ms')} ms, "
         f"p99 {report['claim']['latency'].get('p99_ms')} ms")
+    for key, what, item in ITEMS:
+        say(f"{what} …")
+        report[key] = await item(url, plan, log_dir)
     finished = datetime.now(UTC)
     report["finished_at"] = finished.isoformat(timespec="seconds")
     report["duration_s"] = round((finished - started).total_seconds(), 1)
-    report["verdicts"] = verdicts(report)
+    report["verdicts"] = verdicts(report) + [
+        v for key, _, _ in ITEMS for v in (report.get(key) or {}).get("verdicts", [])]
     return report
 
 
@@ -238,12 +277,21 @@ def main(argv: list[str] | None = None) -> None:
     db = BenchDatabase(pg)
     say(f"PostgreSQL: {pg.source}; creating database {db.name} …")
     url = db.create()
+    # LangGraph's saver in a database of its own on the same server
+    lang_status = None if args.only_live else langgraph_rt.available()
+    lang_db = BenchDatabase(pg, name=db.name + "_langgraph", migrated=False)
+    lang_url = lang_db.create() if lang_status is None and not args.only_live else None
+    if lang_status:
+        say(f"LangGraph: {lang_status}; its comparison is left out")
     log_dir = Path(tempfile.mkdtemp(prefix="maxclaw-bench-logs-"))
     try:
-        report = roundtrip.run_async(run(plan, url, pg.source, log_dir, args.only_live))
+        report = roundtrip.run_async(run(plan, url, pg.source, log_dir, args.only_live,
+                                         lang_url, lang_status))
         report["label"] = args.label
     finally:
         db.drop()
+        if lang_url:
+            lang_db.drop()
         pg.stop()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")

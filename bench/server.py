@@ -40,6 +40,16 @@ class Server:
                 total += child.memory_info().rss
         return round(float(total) / 1e6, 1)
 
+    def stack(self) -> dict[str, bool]:
+        """Which fast paths the server process has loaded: uvicorn picks uvloop and httptools
+        when they are importable (``loop="auto"``, ``http="auto"``); their extension modules
+        in the process's memory map confirm it."""
+        try:
+            maps = Path(f"/proc/{self.proc.pid}/maps").read_text()
+        except OSError:
+            return {}
+        return {"uvloop": "uvloop/loop." in maps, "httptools": "httptools/parser/" in maps}
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()

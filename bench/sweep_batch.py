@@ -22,10 +22,10 @@ from typing import Any
 
 import asyncpg
 
+from maxclaw.cards.definitions import ComponentDefinition, components_of_tool_call
+from maxclaw.cards.rules import main_may_take
+from maxclaw.cards.text import handoff_text
 from maxclaw.components import store as components_store
-from maxclaw.components.definitions import ComponentDefinition, components_of_tool_call
-from maxclaw.components.rules import main_may_take
-from maxclaw.components.text import handoff_text
 from maxclaw.db.database import connect
 from maxclaw.push.payload import build_payload
 

@@ -11,12 +11,11 @@ from fastapi import FastAPI
 from maxclaw.api.errors import install_error_handlers
 from maxclaw.api.middleware import AccessLog, BodyGuard
 from maxclaw.api.routes import ROUTERS
-from maxclaw.container import Services, build_services
+from maxclaw.composition import Services, build_services
 from maxclaw.db.database import Database
 from maxclaw.jobs import Job
 from maxclaw.metrics import Metrics
 from maxclaw.settings import Settings
-from maxclaw.wiring import register_capabilities
 
 log = logging.getLogger("maxclaw")
 
@@ -29,7 +28,6 @@ def create_app(settings: Settings) -> FastAPI:
     db = Database(settings.database_url, min_size=settings.db_pool_min,
                   max_size=settings.db_pool_max, command_timeout=settings.db_command_timeout_s)
     services = build_services(settings, db, metrics)
-    register_capabilities(services)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

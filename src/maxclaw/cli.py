@@ -12,11 +12,16 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar, cast
 
 import typer
 
 from maxclaw.settings import Settings
+
+if TYPE_CHECKING:  # the CLI imports the server lazily, per command, to start fast
+    from maxclaw.auth.service import Role
+    from maxclaw.composition import Services
+    from maxclaw.secrets.keyring import Keyring
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="MaxClaw rich messages: non-blocking questions for AI agents.")
@@ -80,9 +85,9 @@ def migrate_or_fail(url: str) -> None:
         fail(f"cannot migrate the database at {redact(url)}: {reason}")
 
 
-def run_async(url: str, work: Callable[[Any], Awaitable[T]]) -> T:
+def run_async(url: str, work: Callable[[Services], Awaitable[T]]) -> T:
     """Open a pool, build the services, run ``work(services)``, close. Errors become one line."""
-    from maxclaw.container import build_services
+    from maxclaw.composition import build_services
     from maxclaw.db.database import Database
     from maxclaw.errors import MaxclawError
     from maxclaw.metrics import Metrics
@@ -92,11 +97,7 @@ def run_async(url: str, work: Callable[[Any], Awaitable[T]]) -> T:
         db = Database(url, min_size=1, max_size=4)
         await db.open()
         try:
-            from maxclaw.wiring import register_capabilities
-
-            services = build_services(settings, db, Metrics())
-            register_capabilities(services)
-            return await work(services)
+            return await work(build_services(settings, db, Metrics()))
         finally:
             await db.close()
 
@@ -151,7 +152,7 @@ def _database_answers(url: str) -> bool:
         return False
 
 
-def _keys_or_fail(settings: Settings, url: str, embedded: bool) -> Any:
+def _keys_or_fail(settings: Settings, url: str, embedded: bool) -> Keyring:
     """Refuse to start without the keys every live secret row needs (one line why), before
     anything else is printed; on the embedded database's first start, create the key file and
     say where it is."""
@@ -173,10 +174,10 @@ def _keys_or_fail(settings: Settings, url: str, embedded: bool) -> Any:
     return keyring
 
 
-def _seal_legacy(url: str, keyring: Any) -> None:
+def _seal_legacy(url: str, keyring: Keyring) -> None:
     """Seal secret answers stored in plaintext before secrets were encrypted."""
 
-    async def seal(services: Any) -> None:
+    async def seal(services: Services) -> None:
         services.secrets.use(keyring)
         await services.secrets.seal_legacy()
 
@@ -189,7 +190,7 @@ def _first_run_hint(settings: Settings) -> None:
     every start would leave a new never-expiring credential in every terminal and log.)"""
     from maxclaw.errors import Conflict
 
-    async def first_token(services: Any) -> str | None:
+    async def first_token(services: Services) -> str | None:
         try:
             await services.auth.create_user("max")
         except Conflict:  # not the first start
@@ -228,7 +229,7 @@ def sweep(database_url: DatabaseUrl = None) -> None:
     with database(settings, database_url) as (url, _):
         migrate_or_fail(url)
 
-        async def work(services: Any) -> dict[str, int]:
+        async def work(services: Services) -> dict[str, int]:
             result: dict[str, int] = await services.components.sweep_due_all()
             return result
 
@@ -243,7 +244,7 @@ def user_create(name: str, database_url: DatabaseUrl = None,
     with database(settings, database_url) as (url, _):
         migrate_or_fail(url)
 
-        async def work(services: Any) -> tuple[str, str]:
+        async def work(services: Services) -> tuple[str, str]:
             result: tuple[str, str] = await services.auth.create_user(name)
             return result
 
@@ -267,8 +268,9 @@ def token_create(
     with database(settings, database_url) as (url, _):
         migrate_or_fail(url)
 
-        async def work(services: Any) -> str:
-            token: str = await services.auth.create_token(user, role, thread)
+        async def work(services: Services) -> str:
+            # the service checks the role and says what is allowed; the CLI passes it through
+            token: str = await services.auth.create_token(user, cast("Role", role), thread)
             return token
 
         token = run_async(url, work)
@@ -285,7 +287,7 @@ def push_worker(database_url: DatabaseUrl = None) -> None:
     configure_logging(settings.log_level, settings.log_json)
     with database(settings, database_url) as (url, _):
         migrate_or_fail(url)
-        run_async(url, run_worker)
+        run_async(url, lambda services: run_worker(services.push.dispatcher))
 
 
 @app.command()
@@ -306,8 +308,8 @@ def agent(
     """Run the reference agent runtime: claim turns and run them (seed 004's loop)."""
     from pathlib import Path
 
-    from maxclaw.agent.client import ApiError
-    from maxclaw.agent.commands import UsageError, run_agent
+    from maxclaw.client.commands import UsageError, run_agent
+    from maxclaw.client.http import ApiError
     from maxclaw.logs import configure_logging
 
     settings = Settings()
@@ -325,7 +327,7 @@ def demo(
     answer_after_s: Annotated[float, typer.Option(help="Max's delay before answering.")] = 1.0,
 ) -> None:
     """Seed 004's level 4 end to end (embedded database, server, scripted agents, Max)."""
-    from maxclaw.agent.demo import run_demo
+    from maxclaw.devserver import run_demo
     from maxclaw.logs import configure_logging
 
     configure_logging("WARNING", False)

@@ -24,8 +24,8 @@ import asyncpg
 import httpx
 import pytest
 
-from maxclaw.agent.runtime.loop import INTERRUPTED
 from maxclaw.auth.service import AuthService
+from maxclaw.client.runtime.loop import INTERRUPTED
 from maxclaw.db.database import Database, connect
 from tests.conftest import ServerProcess, start_server
 

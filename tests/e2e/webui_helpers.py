@@ -23,11 +23,10 @@ from playwright.async_api import (
 )
 
 from maxclaw.auth.service import AuthService, Principal
-from maxclaw.container import Services, build_services
+from maxclaw.composition import Services, build_services
 from maxclaw.db.database import Database
 from maxclaw.metrics import Metrics
 from maxclaw.settings import Settings
-from maxclaw.wiring import register_capabilities
 from tests.conftest import Actor
 
 CHROMIUM = "/usr/bin/chromium"
@@ -95,9 +94,7 @@ async def offline_services(database_url: str) -> AsyncIterator[Services]:
     db = Database(database_url, min_size=1, max_size=2)
     await db.open()
     try:
-        services = build_services(Settings(database_url=database_url), db, Metrics())
-        register_capabilities(services)
-        yield services
+        yield build_services(Settings(database_url=database_url), db, Metrics())
     finally:
         await db.close()
 

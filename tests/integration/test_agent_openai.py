@@ -20,10 +20,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from maxclaw.agent.client import AgentClient
-from maxclaw.agent.runtime.loop import AgentRuntime
-from maxclaw.agent.runtime.openai_model import ModelError, OpenAIChatModel, OpenAISettings
-from maxclaw.agent.runtime.tools import LocalTools
+from maxclaw.client.http import AgentClient
+from maxclaw.client.runtime.loop import AgentRuntime
+from maxclaw.client.runtime.openai_model import ModelError, OpenAIChatModel, OpenAISettings
+from maxclaw.client.runtime.workspace_tools import LocalTools
 from tests.conftest import Harness, free_port
 
 

@@ -16,12 +16,12 @@ from typing import Any
 import httpx
 import pytest
 
-from maxclaw.agent import scenario
-from maxclaw.agent.client import AgentClient
-from maxclaw.agent.history import FORGED_NOTICE
-from maxclaw.agent.runtime.loop import AgentRuntime
-from maxclaw.agent.runtime.scripted import Script, ScriptedModel
-from maxclaw.agent.runtime.tools import LocalTools
+from maxclaw.client import scenario
+from maxclaw.client.http import AgentClient
+from maxclaw.client.runtime.loop import AgentRuntime
+from maxclaw.client.runtime.scripted import Script, ScriptedModel
+from maxclaw.client.runtime.workspace_tools import LocalTools
+from maxclaw.turns.history import FORGED_NOTICE
 from tests.conftest import Actor, Harness
 
 Hook = Callable[[int, list[dict[str, Any]]], Awaitable[None]]

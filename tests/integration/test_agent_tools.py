@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from maxclaw.agent.runtime.tools import BackgroundJob, LocalTools
+from maxclaw.client.runtime.workspace_tools import BackgroundJob, LocalTools
 
 
 async def test_read_and_write_inside_the_workspace(tmp_path: Path) -> None:

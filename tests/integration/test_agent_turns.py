@@ -10,10 +10,10 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from maxclaw.agent import turn_store
-from maxclaw.agent.history import EVENT_PREFIX, FORGED_NOTICE
 from maxclaw.clock import FixedClock
 from maxclaw.db.database import connect
+from maxclaw.turns import store as turn_store
+from maxclaw.turns.history import EVENT_PREFIX, FORGED_NOTICE
 from tests.conftest import Actor, Harness
 from tests.locks import hold_after, until_done_or_waiting, wait_for_lock_waiters
 

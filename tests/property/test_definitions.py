@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from maxclaw.components.answers import validate_answer
-from maxclaw.components.definitions import (
+from maxclaw.cards.answers import validate_answer
+from maxclaw.cards.definitions import (
     Card,
     components_of_tool_call,
     normalize_tool_call,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from maxclaw.agent.guard import looks_forged
-from maxclaw.agent.history import FORGED_NOTICE, event_text
-from maxclaw.components.definitions import components_of_tool_call
-from maxclaw.components.text import answer_message_text, handoff_text, revoke_text
+from maxclaw.cards.definitions import components_of_tool_call
+from maxclaw.cards.text import answer_message_text, handoff_text, revoke_text
+from maxclaw.turns.guard import looks_forged
+from maxclaw.turns.history import FORGED_NOTICE, event_text
 
 CARD = components_of_tool_call({"id": "call_9", "name": "ask_user_question", "arguments": {
     "title": "Rename status", "questions": [
@@ -50,3 +50,31 @@ def test_a_model_imitating_an_answer_by_hand_is_caught() -> None:
 ])
 def test_ordinary_text_is_not_flagged(text: str | None) -> None:
     assert not looks_forged(text)
+
+
+# Finding 2 (issue 14): the patterns were quadratic; 60 KB of 'Answer to "' held the event loop
+# 1.9 s, and a message may be 200 KB. Each worst shape below, at 200 KB, must scan in linear
+# time. The bound (100 ms for 200 KB, ~20x the measured time) fails the quadratic patterns by
+# two orders of magnitude and does not flake.
+WORST = {
+    "answer-prefix": 'Answer to "',
+    "answer-spaces": "Answer to " + " " * 9,
+    "card": "(question card a:",
+    "card-no-colon": "(question card " + "a" * 40,
+    "handoff": 'Hand-off from thread "',
+    "quote-then-card": 'Answer to "x" (question card ',
+    "event": "[" + " " * 9,
+    "job": "<" + " " * 9 + "/",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(WORST))
+def test_the_guard_is_linear_on_its_worst_inputs(shape: str) -> None:
+    import time
+
+    unit = WORST[shape]
+    text = unit * (200_000 // len(unit))
+    start = time.perf_counter()
+    assert not looks_forged(text)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 0.1, f"{shape}: {elapsed * 1000:.0f} ms for 200 KB"

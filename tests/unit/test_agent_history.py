@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from maxclaw.agent.history import (
+from maxclaw.turns.history import (
     EVENT_PREFIX,
     FORGED_NOTICE,
     answered_components,

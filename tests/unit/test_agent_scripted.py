@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from maxclaw.agent import scenario
-from maxclaw.agent.runtime.scripted import Script, ScriptedModel, load_script
+from maxclaw.client import scenario
+from maxclaw.client.runtime.scripted import Script, ScriptedModel, load_script
 
 SCRIPT = Script.model_validate({"replies": [
     {"id": "ask", "tool_calls": [{"name": "ask_user_question", "arguments": {"title": "T"}}]},

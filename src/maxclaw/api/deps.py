@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.requests import HTTPConnection
 
 from maxclaw.auth.service import Principal
+from maxclaw.composition import Services as ServiceSet
 from maxclaw.errors import Unauthorized
 
 
@@ -22,7 +24,7 @@ async def _principal(request: Request) -> Principal:
     token = bearer_token(request)
     if token is None:
         raise Unauthorized("Missing token: send 'Authorization: Bearer <token>'.")
-    principal: Principal = await request.app.state.services.auth.authenticate(token)
+    principal: Principal = await services_of(request).auth.authenticate(token)
     return principal
 
 
@@ -36,12 +38,18 @@ async def _agent(who: Annotated[Principal, Depends(_principal)]) -> Principal:
     return who
 
 
-async def _services(request: Request) -> Any:
+def services_of(request: HTTPConnection) -> ServiceSet:
+    """The process's services, which ``create_app`` put on the app's state."""
+    services: ServiceSet = request.app.state.services
+    return services
+
+
+async def _services(request: Request) -> ServiceSet:
     # async on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, which cost
     # a thread hop on every request (measured by bench/variants.py)
-    return request.app.state.services
+    return services_of(request)
 
 
 UserPrincipal = Annotated[Principal, Depends(_user)]
 AgentPrincipal = Annotated[Principal, Depends(_agent)]
-Services = Annotated[Any, Depends(_services)]
+Services = Annotated[ServiceSet, Depends(_services)]

@@ -16,12 +16,12 @@ from typing import Any
 import asyncpg
 
 from maxclaw.auth.service import Principal
+from maxclaw.cards.answers import stored_answer, validate_answer
+from maxclaw.cards.definitions import Card, ComponentDefinition, components_of_tool_call
+from maxclaw.cards.rules import main_may_take
+from maxclaw.cards.text import answer_message_text, handoff_text, revoke_text
 from maxclaw.clock import Clock
 from maxclaw.components import store
-from maxclaw.components.answers import stored_answer, validate_answer
-from maxclaw.components.definitions import Card, ComponentDefinition, components_of_tool_call
-from maxclaw.components.rules import main_may_take
-from maxclaw.components.text import answer_message_text, handoff_text, revoke_text
 from maxclaw.db.database import Database
 from maxclaw.decisions import service as carriers
 from maxclaw.errors import ComponentError, Invalid, NotFound
@@ -74,6 +74,10 @@ def component_projection(row: dict[str, Any], definition: ComponentDefinition) -
         "tool_message_id": row["tool_message_id"], "posted_at": row["posted_at"],
         "answered_at": row["answered_at"], "seen_at": row["seen_at"],
     }
+
+
+def _key(row: dict[str, Any]) -> store.Key:
+    return (row["user_id"], row["id"])
 
 
 def _thread(row: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +141,7 @@ class ComponentService:
             {"id": c.id, "user_id": user_id, "thread_id": thread["id"],
              "message_id": assistant_message_id, "tool_message_id": tool_row["id"],
              "kind": c.kind, "stakes": c.stakes, "sensitive": c.sensitive, "due_at": due_at,
-             "decision_id": decision_ids.get(c.id)}
+             "decision_id": decision_ids.get((user_id, c.id))}
             for c in card.components])
         return tool_row
 
@@ -326,13 +330,14 @@ class ComponentService:
         """
         async with self.db.transaction() as conn:
             rows = await store.claim_due(conn, now or self.clock.now(), limit)
-            cards = {r["id"]: card_of(r) for r in rows}
-            takes = {r["id"]: main_may_take(cards[r["id"]], _thread(r)) for r in rows}
-            moved = await store.sweep_move(conn, [i for i, t in takes.items() if t],
-                                           [i for i, t in takes.items() if not t])
+            # a batch spans users, and ids are only unique per user: key by (user_id, id)
+            cards = {_key(r): card_of(r) for r in rows}
+            takes = {_key(r): main_may_take(cards[_key(r)], _thread(r)) for r in rows}
+            moved = await store.sweep_move(conn, [k for k, t in takes.items() if t],
+                                           [k for k, t in takes.items() if not t])
             # the claim locked every row, so each one moved; the filter is belt and braces
-            take = [r for r in rows if takes[r["id"]] and r["id"] in moved]
-            keep = [r for r in rows if not takes[r["id"]] and r["id"] in moved]
+            take = [r for r in rows if takes[_key(r)] and _key(r) in moved]
+            keep = [r for r in rows if not takes[_key(r)] and _key(r) in moved]
             if take or keep:
                 await self._sweep_writes(conn, take, keep, cards, moved)
         self.metrics.sweeps.labels("handed_to_main").inc(len(take))
@@ -340,18 +345,18 @@ class ComponentService:
         return {"handed_to_main": len(take), "kept_open": len(keep)}
 
     async def _sweep_writes(self, conn: asyncpg.Connection, take: list[dict[str, Any]],
-                            keep: list[dict[str, Any]], cards: dict[str, Card],
-                            moved: dict[str, dict[str, Any]]) -> None:
+                            keep: list[dict[str, Any]], cards: dict[store.Key, Card],
+                            moved: dict[store.Key, dict[str, Any]]) -> None:
         """Everything a swept batch implies. Lock order: tool rows ascending (in
         ``mirror_many``), then carriers, then the Main threads' turns in thread id order."""
         patches: dict[int, dict[str, Any]] = {}
         for row in take + keep:
-            patches.setdefault(row["tool_message_id"], {})[row["id"]] = state_of(moved[row["id"]])
+            patches.setdefault(row["tool_message_id"], {})[row["id"]] = state_of(moved[_key(row)])
         await store.mirror_many(conn, patches)
         # a carrier for every swept card: the panel and push can answer it (even with Main)
         ids = await carriers.ensure_carriers(conn, [
-            (row["user_id"], cards[row["id"]].component(row["id"]), _thread(row))
-            for row in take + keep if moved[row["id"]]["decision_id"] is None])
+            (row["user_id"], cards[_key(row)].component(row["id"]), _thread(row))
+            for row in take + keep if moved[_key(row)]["decision_id"] is None])
         if ids:
             await store.set_decisions(conn, ids)
         if not take:
@@ -359,7 +364,7 @@ class ComponentService:
         mains = await timeline_store.main_thread_ids(conn, sorted({r["user_id"] for r in take}))
         await timeline_store.insert_inputs_and_wake(conn, [
             {"user_id": row["user_id"], "thread_id": mains[row["user_id"]], "role": "user",
-             "body": handoff_text(cards[row["id"]].component(row["id"]), row["thread_title"],
+             "body": handoff_text(cards[_key(row)].component(row["id"]), row["thread_title"],
                                   row["thread_id"]),
              "source_meta": {"askHandoff": {"componentId": row["id"],
                                             "threadId": row["thread_id"],

@@ -43,7 +43,7 @@ WITH prev AS (
        SET status = 'answered', answer = $4::jsonb, answered_by = 'max', answered_via = $5,
            answered_at = now(), due_at = NULL, updated_at = now()
       FROM prev
-     WHERE c.id = prev.id AND prev.status = ANY($3::text[])
+     WHERE c.user_id = $2::uuid AND c.id = prev.id AND prev.status = ANY($3::text[])
     RETURNING {COMPONENT_COLUMNS}, prev.status AS from_status
 ), mirror AS (
     UPDATE messages m SET display = jsonb_set(m.display, ARRAY['states', upd.id], $6::jsonb)
@@ -98,7 +98,7 @@ SELECT {COMPONENT_COLUMNS}, m.tool_calls, t.kind AS thread_kind, t.category, t.t
   FROM message_components c
   JOIN messages m ON m.id = c.message_id
   JOIN threads t ON t.id = c.thread_id
- WHERE c.id IN (SELECT id FROM message_components
+ WHERE (c.user_id, c.id) IN (SELECT user_id, id FROM message_components
                  WHERE status = 'open' AND due_at IS NOT NULL AND due_at <= $1
                  ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED)
    AND c.status = 'open'
@@ -182,13 +182,16 @@ async def claim_due(conn: asyncpg.Connection, now: datetime, limit: int) -> list
 
 # ----- the due sweep, set-wise: a batch costs a fixed number of statements, not ~8 per card ----
 
-# open → with-main (to_main) or open with its due time cleared (kept) for the claimed rows
+# open → with-main (to_main) or open with its due time cleared (kept) for the claimed rows;
+# a component is named by (user_id, id): ids are the caller's and only unique per user
 SWEEP_MOVE = """
-UPDATE message_components
-   SET status = CASE WHEN id = ANY($1::text[]) THEN 'with-main' ELSE status END,
+UPDATE message_components c
+   SET status = CASE WHEN x.to_main THEN 'with-main' ELSE c.status END,
        due_at = NULL, updated_at = now()
- WHERE id = ANY($2::text[]) AND status = 'open'
-RETURNING id, status, answered_by, answered_via, answer, due_at, decision_id
+  FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(user_id, id, to_main)
+ WHERE c.user_id = x.user_id AND c.id = x.id AND c.status = 'open'
+RETURNING c.user_id::text, c.id, c.status, c.answered_by, c.answered_via, c.answer, c.due_at,
+          c.decision_id
 """
 # Tool rows are locked in id order before any is written: the order answers and other
 # sweepers follow, so nobody waits in a cycle.
@@ -202,8 +205,8 @@ UPDATE messages m
 """
 SET_DECISIONS = """
 UPDATE message_components c SET decision_id = x.decision_id
-  FROM unnest($1::text[], $2::bigint[]) AS x(id, decision_id)
- WHERE c.id = x.id AND c.decision_id IS NULL
+  FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS x(user_id, id, decision_id)
+ WHERE c.user_id = x.user_id AND c.id = x.id AND c.decision_id IS NULL
 """
 AUDIT_MANY = """
 INSERT INTO component_audit (user_id, component_id, from_status, to_status, actor, via)
@@ -212,12 +215,17 @@ SELECT x.user_id, x.component_id, 'open', 'with-main', 'sweeper', NULL
 """
 
 
-async def sweep_move(conn: asyncpg.Connection, to_main: list[str],
-                     keep_open: list[str]) -> dict[str, dict[str, Any]]:
+Key = tuple[str, str]  # (user_id, component id)
+
+
+async def sweep_move(conn: asyncpg.Connection, to_main: list[Key],
+                     keep_open: list[Key]) -> dict[Key, dict[str, Any]]:
     """Move the claimed cards: ``to_main`` → with-main, ``keep_open`` stay open without a due
-    time. Returns the new state of each card moved, by id."""
-    rows = await conn.fetch(SWEEP_MOVE, to_main, to_main + keep_open)
-    return {r["id"]: dict(r) for r in rows}
+    time. Returns the new state of each card moved, by ``(user_id, id)``."""
+    keys = to_main + keep_open
+    rows = await conn.fetch(SWEEP_MOVE, [u for u, _ in keys], [i for _, i in keys],
+                            [True] * len(to_main) + [False] * len(keep_open))
+    return {(r["user_id"], r["id"]): dict(r) for r in rows}
 
 
 async def mirror_many(conn: asyncpg.Connection, patches: dict[int, dict[str, Any]]) -> None:
@@ -227,9 +235,10 @@ async def mirror_many(conn: asyncpg.Connection, patches: dict[int, dict[str, Any
     await conn.execute(MIRROR_MANY, ordered, [patches[i] for i in ordered])
 
 
-async def set_decisions(conn: asyncpg.Connection, decision_ids: dict[str, int]) -> None:
-    """Link components to their carriers (where not linked yet)."""
-    await conn.execute(SET_DECISIONS, list(decision_ids), list(decision_ids.values()))
+async def set_decisions(conn: asyncpg.Connection, decision_ids: dict[Key, int]) -> None:
+    """Link components (by ``(user_id, id)``) to their carriers (where not linked yet)."""
+    await conn.execute(SET_DECISIONS, [u for u, _ in decision_ids], [i for _, i in decision_ids],
+                       list(decision_ids.values()))
 
 
 async def audit_to_main(conn: asyncpg.Connection, rows: list[tuple[str, str]]) -> None:

@@ -76,8 +76,27 @@ api_tokens = sa.Table(
               sa.ForeignKey("threads.id", ondelete="CASCADE")),
     sa.Column("token_hash", sa.Text, nullable=False, unique=True),
     sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    # null: never expires; past: refused like a deleted token
+    sa.Column("expires_at", TS),
+    sa.Column("last_used_at", TS),
+    # an unbound agent token allowed to write in Main's thread (one bound to Main's thread is)
+    sa.Column("for_main", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.CheckConstraint("role IN ('user', 'agent')", name="api_tokens_role_check"),
     sa.CheckConstraint("thread_id IS NULL OR role = 'agent'", name="api_tokens_thread_agent_check"),
+    sa.CheckConstraint("NOT for_main OR role = 'agent'", name="api_tokens_for_main_check"),
+)
+
+# single-use, short-lived WebSocket tickets (POST /v1/ws-ticket), stored by hash
+ws_tickets = sa.Table(
+    "ws_tickets",
+    metadata,
+    sa.Column("ticket_hash", sa.Text, primary_key=True),
+    sa.Column("token_id", sa.BigInteger,
+              sa.ForeignKey("api_tokens.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("expires_at", TS, nullable=False),
+    sa.Index("ws_tickets_expires", "expires_at"),
 )
 
 messages = sa.Table(
@@ -124,7 +143,8 @@ decisions = sa.Table(
               sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
     sa.Column("kind", sa.Text, nullable=False),
     sa.Column("status", sa.Text, nullable=False, server_default="open"),
-    sa.Column("dedupe_key", sa.Text, nullable=False, unique=True),
+    # unique per user (decisions_user_dedupe_key): one tenant cannot pre-claim another's keys
+    sa.Column("dedupe_key", sa.Text, nullable=False),
     sa.Column("component_id", sa.Text),
     sa.Column("thread_id", pg.UUID(as_uuid=False),
               sa.ForeignKey("threads.id", ondelete="CASCADE")),
@@ -144,6 +164,7 @@ decisions = sa.Table(
     sa.CheckConstraint("status IN ('open', 'settled')", name="decisions_status_check"),
     sa.CheckConstraint("settled_via IS NULL OR settled_via IN ('card', 'decision', 'push', 'main')",
                        name="decisions_settled_via_check"),
+    sa.UniqueConstraint("user_id", "dedupe_key", name="decisions_user_dedupe_key"),
     sa.Index("decisions_user_status", "user_id", "status", "id"),
     sa.Index("decisions_user_sync", "user_id", "xid", "rev"),
 )
@@ -151,9 +172,10 @@ decisions = sa.Table(
 message_components = sa.Table(
     "message_components",
     metadata,
-    sa.Column("id", sa.Text, primary_key=True),
+    # ids are chosen by the caller ("<tool_call_id>:<question id>"): keyed by owner and id
     sa.Column("user_id", pg.UUID(as_uuid=False),
-              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("id", sa.Text, primary_key=True),
     sa.Column("thread_id", pg.UUID(as_uuid=False),
               sa.ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
     sa.Column("message_id", sa.BigInteger,
@@ -205,7 +227,9 @@ component_audit = sa.Table(
     sa.Column("actor", sa.Text, nullable=False),
     sa.Column("via", sa.Text),
     sa.Column("at", TS, nullable=False, server_default=NOW),
-    sa.Index("component_audit_component", "component_id", "id"),
+    # the API token that acted (null: Max's browser session predates it, or the sweeper)
+    sa.Column("token_id", sa.BigInteger),
+    sa.Index("component_audit_component", "user_id", "component_id", "id"),
 )
 
 turns = sa.Table(

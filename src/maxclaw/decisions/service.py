@@ -17,9 +17,9 @@ from typing import Any, Protocol
 import asyncpg
 
 from maxclaw.auth.service import Principal, parse_int_id
+from maxclaw.cards.answers import answer_summary
+from maxclaw.cards.definitions import ComponentDefinition
 from maxclaw.clock import Clock
-from maxclaw.components.answers import answer_summary
-from maxclaw.components.definitions import ComponentDefinition
 from maxclaw.db.database import Database
 from maxclaw.decisions import store
 from maxclaw.decisions.projections import decision_projection
@@ -60,18 +60,19 @@ def _carrier_row(user_id: str, definition: ComponentDefinition,
 
 async def ensure_carriers(
     conn: asyncpg.Connection, items: list[tuple[str, ComponentDefinition, dict[str, Any]]],
-) -> dict[str, int]:
+) -> dict[tuple[str, str], int]:
     """``ensure_carrier`` for a batch of ``(user_id, definition, thread)``, set-wise: the
     missing decisions are created (and pushed) in one statement each. Returns
-    ``{component_id: decision_id}`` for every item."""
+    ``{(user_id, component_id): decision_id}`` for every item (component ids are unique per
+    user only)."""
     if not items:
         return {}
     created = await store.insert_carriers(conn, [_carrier_row(*item) for item in items])
-    titles = {d.id: thread["title"] for _, d, thread in items}
+    titles = {(u, d.id): thread["title"] for u, d, thread in items}
     await outbox.enqueue_notifications(
-        conn, [(c, titles[c["component_id"]]) for c in created])
-    ids = {c["component_id"]: int(c["id"]) for c in created}
-    missing = [d.id for _, d, _ in items if d.id not in ids]
+        conn, [(c, titles[(c["user_id"], c["component_id"])]) for c in created])
+    ids = {(c["user_id"], c["component_id"]): int(c["id"]) for c in created}
+    missing = [(u, d.id) for u, d, _ in items if (u, d.id) not in ids]
     if missing:
         ids |= await store.ids_by_component(conn, missing)
     return ids

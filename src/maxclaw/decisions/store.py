@@ -17,7 +17,7 @@ INSERT_CARRIER = f"""
 INSERT INTO decisions (user_id, kind, dedupe_key, component_id, thread_id, title, body, options,
                        allow_text, sensitive, bar)
 VALUES ($1::uuid, 'agent-question', $2, $3, $4::uuid, $5, $6, $7::jsonb, $8, $9, $10)
-ON CONFLICT (dedupe_key) DO NOTHING
+ON CONFLICT (user_id, dedupe_key) DO NOTHING
 RETURNING {DECISION_COLUMNS}
 """
 INSERT_CARRIERS = f"""
@@ -28,11 +28,14 @@ SELECT x.user_id, 'agent-question', 'ask:' || x.component_id, x.component_id, x.
   FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[],
               $7::bool[], $8::bool[], $9::bool[])
        AS x(user_id, component_id, thread_id, title, body, options, allow_text, sensitive, bar)
-ON CONFLICT (dedupe_key) DO NOTHING
+ON CONFLICT (user_id, dedupe_key) DO NOTHING
 RETURNING {DECISION_COLUMNS}
 """
+# keys are unique per user only: every lookup names the user
 IDS_BY_DEDUPE = """
-SELECT component_id, id FROM decisions WHERE dedupe_key = ANY($1::text[])
+SELECT d.user_id::text, d.component_id, d.id
+  FROM decisions d JOIN unnest($1::uuid[], $2::text[]) AS x(user_id, dedupe_key)
+    ON d.user_id = x.user_id AND d.dedupe_key = x.dedupe_key
 """
 BY_DEDUPE = f"SELECT {DECISION_COLUMNS} FROM decisions WHERE dedupe_key = $1 AND user_id = $2::uuid"
 GET = f"SELECT {DECISION_COLUMNS} FROM decisions WHERE id = $1 AND user_id = $2::uuid"
@@ -115,7 +118,9 @@ async def insert_carriers(conn: asyncpg.Connection,
     return [dict(r) for r in created]
 
 
-async def ids_by_component(conn: asyncpg.Connection, component_ids: list[str]) -> dict[str, int]:
-    """The decision id of each component that has a carrier."""
-    keys = [f"ask:{c}" for c in component_ids]
-    return {r["component_id"]: int(r["id"]) for r in await conn.fetch(IDS_BY_DEDUPE, keys)}
+async def ids_by_component(conn: asyncpg.Connection,
+                           components: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """The decision id of each ``(user_id, component_id)`` that has a carrier."""
+    rows = await conn.fetch(IDS_BY_DEDUPE, [u for u, _ in components],
+                            [f"ask:{c}" for _, c in components])
+    return {(r["user_id"], r["component_id"]): int(r["id"]) for r in rows}

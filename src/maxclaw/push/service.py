@@ -11,10 +11,13 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any
+from typing import Any, Protocol
 
 from maxclaw.auth.service import Principal, parse_int_id
-from maxclaw.errors import Invalid, NotFound, Unavailable
+from maxclaw.clock import Clock
+from maxclaw.db.database import Database
+from maxclaw.errors import Invalid, NotFound
+from maxclaw.metrics import Metrics
 from maxclaw.push import store
 from maxclaw.push.adapters.apns import ApnsAdapter
 from maxclaw.push.adapters.base import Adapter
@@ -22,17 +25,26 @@ from maxclaw.push.adapters.http import HttpSender
 from maxclaw.push.adapters.log import LogAdapter
 from maxclaw.push.adapters.webhook import WebhookAdapter
 from maxclaw.push.adapters.webpush import WebPushAdapter, vapid_public_key
-from maxclaw.push.addresses import host_of, resolved_private_reason
+from maxclaw.push.addresses import host_of, port_reason, resolved_private_reason
 from maxclaw.push.dispatcher import Dispatcher
+from maxclaw.settings import Settings
+
+
+class DecisionSettler(Protocol):
+    """What push needs of the decisions queue: settle one (``DecisionService.settle``).
+    A protocol, so push does not import decisions (decisions imports push's outbox)."""
+
+    async def settle(self, who: Principal, decision_id: int | str, selected: Any, text: Any,
+                     via: str = ...) -> dict[str, Any]: ...
+
 
 OPTION_ACTION = re.compile(r"^opt:(.+)$", re.DOTALL)
 APNS_TOKEN = re.compile(r"^[0-9A-Fa-f]{64,200}$")
 HTTP_TIMEOUT_S = 10.0
 
 
-def build_adapters(services: Any, http: HttpSender | None = None) -> dict[str, Adapter]:
+def build_adapters(settings: Settings, http: HttpSender | None = None) -> dict[str, Adapter]:
     """The production adapters, configured from settings."""
-    settings = services.settings
     http = http or HttpSender(timeout_s=HTTP_TIMEOUT_S,
                               allow_private=settings.push_allow_private_urls)
     return {
@@ -59,13 +71,15 @@ def _b64url(value: str, loc: list[str | int], size: int | None = None) -> bytes:
 class PushService:
     """Devices and push actions for user clients; owns the dispatcher job."""
 
-    def __init__(self, services: Any, adapters: dict[str, Adapter] | None = None) -> None:
-        self.services = services
-        self.db = services.db
-        self.settings = services.settings
-        self.adapters = adapters if adapters is not None else build_adapters(services)
+    def __init__(self, db: Database, settings: Settings, metrics: Metrics, clock: Clock,
+                 decisions: DecisionSettler,
+                 adapters: dict[str, Adapter] | None = None) -> None:
+        self.db = db
+        self.settings = settings
+        self.decisions = decisions
+        self.adapters = adapters if adapters is not None else build_adapters(settings)
         self.dispatcher = Dispatcher(self.db, self.adapters, settings=self.settings,
-                                     metrics=services.metrics, clock=services.clock)
+                                     metrics=metrics, clock=clock)
 
     # -- devices ---------------------------------------------------------------------------
 
@@ -113,7 +127,7 @@ class PushService:
         if not self.settings.push_allow_private_urls:
             if https_only and not url.startswith("https://"):
                 raise Invalid.at(loc, "must be an https URL")
-            reason = await resolved_private_reason(host)
+            reason = port_reason(url) or await resolved_private_reason(host)
             if reason:
                 raise Invalid.at(loc, f"{reason}; push targets must be public "
                                       "(an operator can set MAXCLAW_PUSH_ALLOW_PRIVATE_URLS=true)")
@@ -153,10 +167,7 @@ class PushService:
             selected = []
         else:
             raise Invalid.at(["body", "action"], "must be 'opt:<option id>' or 'other'")
-        decisions = self.services.decisions
-        if decisions is None:
-            raise Unavailable("Decisions are not available on this server yet.")
-        result: dict[str, Any] = await decisions.settle(who, decision_id, selected, note,
+        result: dict[str, Any] = await self.decisions.settle(who, decision_id, selected, note,
                                                         via="push")
         return result
 
@@ -170,3 +181,19 @@ def _display_address(platform: str, config: dict[str, Any]) -> str | None:
     if platform == "apns":
         return f"{config['topic']} ({config['environment']}) …{str(config['token'])[-6:]}"
     return None
+
+
+class CloseAdapters:
+    """With the dispatcher off (tests, API-only replicas), still release the adapters'
+    connections at shutdown, in case something drove the dispatcher by hand."""
+
+    name = "push-adapters"
+
+    def __init__(self, push: PushService) -> None:
+        self.push = push
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        await self.push.dispatcher.close()

@@ -6,14 +6,14 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import Any
+
+from maxclaw.push.dispatcher import Dispatcher
 
 log = logging.getLogger("maxclaw.push")
 
 
-async def run_worker(services: Any) -> int:
-    """Run ``services.push.dispatcher`` until a signal; returns 0 after a clean stop."""
-    dispatcher = services.push.dispatcher
+async def run_worker(dispatcher: Dispatcher) -> int:
+    """Run the dispatcher until a signal; returns 0 after a clean stop."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -13,12 +13,15 @@ import contextlib
 import json
 import logging
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.websockets import WebSocket
 
-from maxclaw.auth.service import Principal, parse_uuid
+from maxclaw.auth.service import AuthService, Principal, parse_uuid
+from maxclaw.clock import Clock
+from maxclaw.db.database import Database
 from maxclaw.errors import NotFound, Unauthorized, Unavailable
+from maxclaw.presence.service import PresenceService
 from maxclaw.realtime import frames, store
 from maxclaw.realtime.cursor import ORIGIN, CursorError, Position, decode
 from maxclaw.realtime.hub import RealtimeHub, Subscription
@@ -54,10 +57,30 @@ def _thread_filter(threads: list[str]) -> frozenset[str]:
     return frozenset(ids)
 
 
+class ConnectionServices(Protocol):
+    """What a connection uses of the process's services (``composition.Services`` has them;
+    a protocol, so realtime does not import the composition root that builds it)."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def auth(self) -> AuthService: ...
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def presence(self) -> PresenceService: ...
+
+    @property
+    def realtime(self) -> RealtimeHub: ...
+
+
 class Connection:
     """Serves one accepted WebSocket until it closes."""
 
-    def __init__(self, ws: WebSocket, services: Any) -> None:
+    def __init__(self, ws: WebSocket, services: ConnectionServices) -> None:
         self.ws = ws
         self.services = services
         self.hub: RealtimeHub = services.realtime

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from maxclaw.settings import Settings
+
+if TYPE_CHECKING:  # imported lazily at run time, like the rest of the CLI
+    from maxclaw.composition import Services
+    from maxclaw.secrets.keyring import Keyring
 
 secrets_app = typer.Typer(no_args_is_help=True,
                           help="Secret answers at rest: keys, rotation, retention.")
@@ -15,7 +19,7 @@ DatabaseUrl = Annotated[str | None, typer.Option(
     "--database-url", help="PostgreSQL URL (default: MAXCLAW_DATABASE_URL, else embedded).")]
 
 
-def _keyring(settings: Settings) -> Any:
+def _keyring(settings: Settings) -> Keyring:
     from maxclaw.cli import fail
     from maxclaw.secrets.keyring import KeyringError, load_keyring
 
@@ -51,7 +55,7 @@ def keys(database_url: DatabaseUrl = None,
     with database(settings, database_url) as (url, _):
         migrate_or_fail(url)
 
-        async def work(services: Any) -> dict[str, int]:
+        async def work(services: Services) -> dict[str, int]:
             async with services.db.connection() as conn:
                 usage: dict[str, int] = await store.key_usage(conn)
                 return usage
@@ -60,11 +64,13 @@ def keys(database_url: DatabaseUrl = None,
     primary = keyring.primary.id
     held = keyring.ids
     if prune:
-        if keyring.path is None:
+        path = keyring.path
+        if path is None:
             fail("the keys come from MAXCLAW_SECRET_KEY: drop unused ones there")
-        texts = key_file_texts(keyring.path)
+            return
+        texts = key_file_texts(path)
         kept = [t for t in texts if (kid := parse_key(t).id) == primary or usage.get(kid, 0)]
-        write_key_file(keyring.path, kept)
+        write_key_file(path, kept)
         held = [parse_key(t).id for t in kept]
     for kid in dict.fromkeys([*held, *usage]):
         typer.echo(json.dumps({"key_id": kid, "sealing": kid == primary, "held": kid in held,
@@ -87,11 +93,13 @@ def rotate(database_url: DatabaseUrl = None,
     settings = Settings()
     keyring = _keyring(settings)
     if not resume:
-        if keyring.path is None:
+        path = keyring.path
+        if path is None:
             fail("the keys come from MAXCLAW_SECRET_KEY: put a new key first there (make one "
                  "with `maxclaw secrets new-key`, keep the old one after a comma) on every "
                  "server, restart them, then run `maxclaw secrets rotate --resume`")
-        write_key_file(keyring.path, [generate_key(), *key_file_texts(keyring.path)])
+            return
+        write_key_file(path, [generate_key(), *key_file_texts(path)])
         keyring.refresh(force=True)
         typer.echo(f"added key {keyring.primary.id} at the top of {keyring.path}; running "
                    "servers seal new secrets under it within a second", err=True)
@@ -102,7 +110,7 @@ def rotate(database_url: DatabaseUrl = None,
     with database(settings, database_url) as (url, _):
         migrate_or_fail(url)
 
-        async def work(services: Any) -> RotationReport:
+        async def work(services: Services) -> RotationReport:
             report: RotationReport = await run_rotation(services.db, keyring, batch=batch,
                                                         progress=progress)
             return report
@@ -130,7 +138,7 @@ def purge(thread: Annotated[str, typer.Option("--thread", help="The thread's id.
     with database(settings, database_url) as (url, _):
         migrate_or_fail(url)
 
-        async def work(services: Any) -> int:
+        async def work(services: Services) -> int:
             n: int = await services.secrets.purge_thread(parse_uuid(thread))
             return n
 
@@ -146,7 +154,7 @@ def sweep(database_url: DatabaseUrl = None) -> None:
     with database(settings, database_url) as (url, _):
         migrate_or_fail(url)
 
-        async def work(services: Any) -> int:
+        async def work(services: Services) -> int:
             n: int = await services.secrets.sweep()
             return n
 

@@ -27,6 +27,7 @@ from maxclaw.secrets import store
 from maxclaw.secrets.crypto import BoxError, Key, open_box, seal
 from maxclaw.secrets.keyring import Keyring, KeyringError, load_keyring
 from maxclaw.secrets.mask import MASK, MAX_SECRETS, Masker, mask_token, replace_masks
+from maxclaw.secrets.sealed import Sealed
 
 log = logging.getLogger("maxclaw.secrets")
 EXPIRED_LINE = "[secret expired]"
@@ -79,17 +80,6 @@ async def missing_keys(url: str, keyring: Keyring) -> str | None:
 
 def aad(user_id: str, thread_id: str, kind: str) -> bytes:
     return f"maxclaw/secret/v1/{user_id}/{thread_id}/{kind}".encode()
-
-
-@dataclass(frozen=True)
-class Sealed:
-    """A box ready to insert next to its message."""
-
-    kind: str  # answer | echo
-    component_id: str | None
-    key_id: str
-    box: bytes
-    expires_at: datetime
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from maxclaw.components.definitions import definitions_for_assistant_row
+from maxclaw.cards.definitions import definitions_for_assistant_row
 
 SECRET_LINE = "Submitted (not echoed)"
 

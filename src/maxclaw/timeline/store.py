@@ -7,7 +7,7 @@ from typing import Any
 import asyncpg
 
 from maxclaw.errors import NotFound
-from maxclaw.secrets.service import Sealed
+from maxclaw.secrets.sealed import Sealed
 
 THREAD_COLUMNS = "id::text, user_id::text, kind, category, title, turn_state, created_at, rev"
 MESSAGE_COLUMNS = (

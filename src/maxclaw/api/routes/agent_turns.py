@@ -6,9 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from maxclaw.agent.models import Claim, ClaimRequest, Delivery, Finished, Lease
-from maxclaw.agent.turns import parse_turn_id
 from maxclaw.api.deps import AgentPrincipal, Services
+from maxclaw.turns.service import parse_turn_id
+from maxclaw.wire.models import Claim, ClaimRequest, Delivery, Finished, Lease
 
 router = APIRouter(prefix="/v1/agent")
 

@@ -6,6 +6,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from maxclaw.api.deps import services_of
+
 router = APIRouter()
 
 
@@ -18,7 +20,7 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz", include_in_schema=False)
 async def readyz(request: Request) -> JSONResponse:
     """200 when a database round trip succeeds, 503 otherwise."""
-    if await request.app.state.services.db.ping():
+    if await services_of(request).db.ping():
         return JSONResponse({"status": "ready"})
     return JSONResponse({"code": "unavailable", "message": "The database does not answer.",
                          "data": {}}, status_code=503)

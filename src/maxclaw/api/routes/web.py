@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from maxclaw.api.deps import services_of
 from maxclaw.errors import NotFound
 from maxclaw.web.assets import CONTENT_SECURITY_POLICY, Asset, WebAssets
-from maxclaw.web.wiring import WEB_ASSETS
 
 router = APIRouter()
 
 
 def _assets(request: Request) -> WebAssets:
-    assets: WebAssets = request.app.state.services.extra[WEB_ASSETS]
-    return assets
+    return services_of(request).web_assets
 
 
 def _respond(request: Request, asset: Asset) -> Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, WebSocket
 
+from maxclaw.api.deps import services_of
 from maxclaw.realtime.connection import Connection
 
 router = APIRouter()
@@ -11,4 +12,4 @@ router = APIRouter()
 
 @router.websocket("/v1/ws")
 async def websocket(ws: WebSocket) -> None:
-    await Connection(ws, ws.app.state.services).run()
+    await Connection(ws, services_of(ws)).run()

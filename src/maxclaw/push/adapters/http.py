@@ -8,12 +8,23 @@ endpoint about ten times faster than httpx at the same concurrency (0.22 s again
 from __future__ import annotations
 
 import asyncio
+import socket
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from maxclaw.push.adapters.base import DeliveryError
-from maxclaw.push.addresses import host_of, resolved_private_reason
+from maxclaw.push.addresses import (
+    ALLOWED_PORTS,
+    AddressRefused,
+    Lookup,
+    checked_addresses,
+    host_of,
+    local_reason,
+    port_reason,
+)
 
 USER_AGENT = "MaxClaw-Push/0.1"
 RESPONSE_PEEK_BYTES = 2048  # enough of an error body to explain it; never the whole thing
@@ -26,12 +37,54 @@ class HttpAnswer:
     retry_after: str | None
 
 
-class HttpSender:
-    """One pooled ``aiohttp.ClientSession``, opened on first use, closed by the dispatcher."""
+class CheckedResolver(AbstractResolver):
+    """aiohttp's resolver for push: one lookup per connection, every address checked, and
+    aiohttp connects only to what this returns, i.e. to checked addresses (no second lookup a
+    rebinding name could answer differently). Refusals are ``AddressRefused`` (an OSError, so
+    aiohttp reports them as a connector error carrying it)."""
 
-    def __init__(self, *, timeout_s: float, allow_private: bool) -> None:
+    def __init__(self, lookup: Lookup | None = None) -> None:
+        self.lookup = lookup
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        infos = await checked_addresses(host, port, self.lookup)
+        out: list[ResolveResult] = []
+        for fam, _, proto, _, sockaddr in infos:
+            out.append({"hostname": host, "host": str(sockaddr[0]), "port": port,
+                        "family": fam, "proto": proto,
+                        "flags": socket.AI_NUMERICHOST | socket.AI_NUMERICSERV})
+        return out
+
+    async def close(self) -> None:
+        return None
+
+
+def _refusal(exc: BaseException) -> AddressRefused | None:
+    """The ``AddressRefused`` behind an aiohttp connector error, if that is what it is."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, AddressRefused):
+            return seen
+        inner: Any = getattr(seen, "os_error", None)
+        seen = inner if isinstance(inner, BaseException) and inner is not seen \
+            else seen.__cause__
+    return None
+
+
+class HttpSender:
+    """One pooled ``aiohttp.ClientSession``, opened on first use, closed by the dispatcher.
+
+    Unless private URLs are allowed, the session's connector resolves through
+    ``CheckedResolver`` and only ports 80/443 are used. ``lookup`` replaces ``getaddrinfo``
+    (tests use a resolver that changes its answer); ``allowed_ports`` likewise."""
+
+    def __init__(self, *, timeout_s: float, allow_private: bool, lookup: Lookup | None = None,
+                 allowed_ports: frozenset[int] = ALLOWED_PORTS) -> None:
         self.timeout_s = timeout_s
         self.allow_private = allow_private
+        self.lookup = lookup
+        self.allowed_ports = allowed_ports
         self._session: aiohttp.ClientSession | None = None
 
     def session(self) -> aiohttp.ClientSession:
@@ -41,18 +94,26 @@ class HttpSender:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s), trust_env=False,
                 headers={"User-Agent": USER_AGENT},
-                connector=aiohttp.TCPConnector(limit=50, limit_per_host=20))
+                connector=self._connector())
         return self._session
 
+    def _connector(self) -> aiohttp.TCPConnector:
+        if self.allow_private:
+            return aiohttp.TCPConnector(limit=50, limit_per_host=20)
+        # no DNS cache: each new connection resolves (once) and is checked
+        return aiohttp.TCPConnector(limit=50, limit_per_host=20, use_dns_cache=False,
+                                    resolver=CheckedResolver(self.lookup))
+
     async def guard(self, url: str) -> None:
-        """Refuse a URL on a private network unless allowed (a permanent failure)."""
+        """Refuse a URL that is not http(s) on port 80/443 or names a private IP literal or
+        localhost (a permanent failure). Names are checked by the resolver when connecting."""
         if self.allow_private:
             return
         try:
             host = host_of(url)
         except ValueError as exc:
             raise DeliveryError(f"bad push address: {exc}", retryable=False) from exc
-        reason = await resolved_private_reason(host)
+        reason = local_reason(host) or port_reason(url, self.allowed_ports)
         if reason:
             raise DeliveryError(
                 f"refused: {reason} (set MAXCLAW_PUSH_ALLOW_PRIVATE_URLS=true to allow it)",
@@ -71,6 +132,12 @@ class HttpSender:
         except TimeoutError as exc:
             raise DeliveryError(f"{what} timed out after {self.timeout_s:g}s") from exc
         except (aiohttp.ClientError, OSError) as exc:
+            refused = _refusal(exc)
+            if refused is not None:
+                hint = "" if refused.retryable else \
+                    " (set MAXCLAW_PUSH_ALLOW_PRIVATE_URLS=true to allow it)"
+                raise DeliveryError(f"refused: {refused.reason}{hint}",
+                                    retryable=refused.retryable) from exc
             raise DeliveryError(f"{what} unreachable: {type(exc).__name__}: {exc}") from exc
 
     async def close(self) -> None:

@@ -1,0 +1,30 @@
+"""Rules of the hand-off and of tool offering, as pure functions (each has its own test)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from maxclaw.cards.definitions import Card
+
+MAIN_TOOLS = frozenset({"answer_for_max", "hand_back"})
+ASK_TOOL = "ask_user_question"
+
+
+def main_may_take(card: Card, thread: dict[str, Any]) -> bool:
+    """Whether Main may be handed this card (``domain.md``: "Where Main may take a card").
+
+    Irreversible cards are handed over (so Main knows) but ``answer_for_max`` refuses them.
+    """
+    if any(c.kind in ("object", "secret") for c in card.components):
+        return False  # "apply this diff?" is his call; a secret only he knows
+    if thread["kind"] in ("main", "isolated"):
+        return False
+    return thread.get("category") is None
+
+
+def tools_offered(thread_kind: str) -> list[str]:
+    """Which service tools a thread's agent may call."""
+    tools = [] if thread_kind == "background" else [ASK_TOOL]
+    if thread_kind == "main":
+        tools += sorted(MAIN_TOOLS)
+    return tools

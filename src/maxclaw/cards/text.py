@@ -1,0 +1,75 @@
+"""The words the service writes into threads: answer messages, hand-offs, revoke events, and
+the note the model reads in ``ask_user_question``'s result.
+
+Answer bodies are self-describing because the model reads them in a new turn, possibly after
+the conversation moved on: which card (title and component id), what was chosen (option
+*labels*), the note. ``maxclaw.turns.guard`` recognises these shapes when a model forges them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from maxclaw.cards.definitions import ComponentDefinition
+
+ASK_NOTE = (
+    "Posted. The turn will not wait for the answer: keep doing whatever you can without it, "
+    "then end the turn normally. The answer arrives later as the user's own message in this "
+    "conversation, naming the card and what was chosen, and it starts a new turn. Do not idle, "
+    "poll or ask the same question again."
+)
+ANSWER_PREFIX = "Answer to"
+MAIN_ANSWER_PREFIX = "Main answered on Max's behalf"
+HANDOFF_PREFIX = "Hand-off from"
+REVOKE_PREFIX = "Max revoked Main's answer"
+
+
+def _chosen(definition: ComponentDefinition, answer: dict[str, Any], secret: str | None) -> str:
+    lines: list[str] = []
+    if definition.sensitive:
+        lines.append(f"Secret answer: {secret}")
+        return "\n".join(lines)
+    labels = [definition.option_label(i) for i in answer["selected"]]
+    if labels:
+        verb = "Action" if definition.kind == "object" else "Chose"
+        lines.append(f"{verb}: " + ", ".join(labels))
+    if answer.get("text"):
+        lines.append(("Answer: " if definition.kind == "text" or not labels else "Note: ")
+                     + str(answer["text"]))
+    return "\n".join(lines)
+
+
+def answer_message_text(definition: ComponentDefinition, answer: dict[str, Any], *,
+                        by_main: bool = False) -> str:
+    """The body of the user message an answer becomes (the only place a secret is written)."""
+    head = MAIN_ANSWER_PREFIX + " (he may revoke it). " if by_main else ""
+    return (f'{head}{ANSWER_PREFIX} "{definition.title}" (question card {definition.id} in a '
+            f"message above)\nQuestion: {definition.question}\n"
+            + _chosen(definition, answer, answer.get("text")))
+
+
+def handoff_text(definition: ComponentDefinition, thread_title: str, thread_id: str) -> str:
+    """The message Main reads when a card is handed to it."""
+    options = "; ".join(f"{o.id} = {o.label}" + (" (recommended)" if o.recommended else "")
+                        for o in definition.options) or "(free text)"
+    if definition.stakes == "irreversible":
+        stakes = ("irreversible — guessing wrong cannot be undone: you may only hand it back "
+                  "with hand_back")
+        can = "Call hand_back(component_id, note)."
+    else:
+        stakes = "normal"
+        can = ("Call answer_for_max(component_id, selected or text, reason) to answer for him "
+               "(he can revoke it), or hand_back(component_id, note) to leave it to him.")
+    return (f'{HANDOFF_PREFIX} thread "{thread_title}" ({thread_id}): Max has not answered '
+            f'the question card {definition.id} "{definition.title}".\n'
+            f"Question: {definition.question}\nOptions: {options}\n"
+            f"Multiple: {'yes' if definition.multiple else 'no'}; own text allowed: "
+            f"{'yes' if definition.allow_other or definition.kind == 'text' else 'no'}\n"
+            f"Stakes: {stakes}\n{can}")
+
+
+def revoke_text(definition: ComponentDefinition) -> str:
+    """The event the asking thread gets when Max revokes Main's answer."""
+    return (f'{REVOKE_PREFIX} to "{definition.title}" (question card {definition.id}). '
+            "Undo anything that relied on it; the question is open again and his own answer "
+            "will arrive as a new message.")

@@ -1,0 +1,208 @@
+"""The service's tools as the model sees them, and their execution.
+
+``execute`` is idempotent on ``tool_call_id``: the tool row (unique per thread and call id)
+records the status and content of the first execution, refusals included, and a retry returns
+exactly that and creates nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from maxclaw.auth.service import Principal
+from maxclaw.cards.definitions import ASK_TOOL, components_of_tool_call
+from maxclaw.cards.rules import tools_offered
+from maxclaw.cards.text import ASK_NOTE
+from maxclaw.components import tool_store
+from maxclaw.components.service import ComponentService
+from maxclaw.db.database import Database
+from maxclaw.errors import ComponentError, Forbidden, Invalid, MaxclawError, NotFound
+from maxclaw.timeline import store as timeline_store
+from maxclaw.timeline.service import TimelineService, scoped_thread_id
+
+_QUESTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "kind", "question"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+        "kind": {"type": "string", "enum": ["choice", "text", "secret", "object"]},
+        "question": {"type": "string", "maxLength": 2000},
+        "options": {"type": "array", "minItems": 2, "maxItems": 12, "items": {
+            "type": "object", "required": ["id", "label"],
+            "properties": {"id": {"type": "string"}, "label": {"type": "string", "maxLength": 200},
+                           "recommended": {"type": "boolean"}}}},
+        "multiple": {"type": "boolean"},
+        "allow_other": {"type": "boolean"},
+        "placeholder": {"type": "string"},
+        "object": {"description": "what an object question acts on, e.g. {type: diff, content}"},
+        "actions": {"type": "array", "items": {
+            "type": "object", "required": ["id", "label"],
+            "properties": {"id": {"type": "string"}, "label": {"type": "string"}}}},
+    },
+}
+TOOL_SPECS: dict[str, dict[str, Any]] = {
+    ASK_TOOL: {
+        "description": (
+            "Ask Max (the user) something only he can decide. Returns at once with "
+            "{posted: true}: the question becomes a card in the conversation. Keep working on "
+            "what does not need the answer, then end your turn; his answer arrives later as his "
+            "message, naming the card. Do not wait, poll or ask again."),
+        "parameters": {
+            "type": "object", "required": ["title", "questions"],
+            "properties": {
+                "title": {"type": "string", "maxLength": 200},
+                "questions": {"type": "array", "minItems": 1, "maxItems": 8,
+                              "items": _QUESTION_SCHEMA},
+                "stakes": {"type": "string", "enum": ["normal", "irreversible"]},
+                "main_after_minutes": {"type": "integer", "minimum": 0, "maximum": 10080},
+            },
+        },
+    },
+    "answer_for_max": {
+        "description": (
+            "Answer a question handed to you on Max's behalf. He sees your reason and can "
+            "revoke the answer. Refused for irreversible questions: hand those back."),
+        "parameters": {
+            "type": "object", "required": ["component_id", "reason"],
+            "properties": {"component_id": {"type": "string"},
+                           "selected": {"type": "array", "items": {"type": "string"}},
+                           "text": {"type": "string"}, "reason": {"type": "string"}},
+        },
+    },
+    "hand_back": {
+        "description": "Give a handed-over question back to Max; the card unlocks for him.",
+        "parameters": {
+            "type": "object", "required": ["component_id"],
+            "properties": {"component_id": {"type": "string"}, "note": {"type": "string"}},
+        },
+    },
+}
+
+
+def tool_list(thread_kind: str | None) -> list[dict[str, Any]]:
+    """The OpenAI-style tool definitions offered in a thread of this kind."""
+    names = tools_offered(thread_kind) if thread_kind else [ASK_TOOL]
+    return [{"type": "function", "function": {"name": n, **TOOL_SPECS[n]}} for n in names]
+
+
+def _refusal_content(name: str, exc: MaxclawError) -> dict[str, Any]:
+    """The tool row's content for a refused call, in the model's words."""
+    if name == ASK_TOOL:
+        return {"posted": False, "error": exc.message}
+    if name == "answer_for_max":
+        return {"answered": False, "error": exc.message}
+    return {"handed_back": False, "error": exc.message}
+
+
+class ToolService:
+    """``POST /v1/agent/threads/{id}/tool-calls/{tool_call_id}/execute``."""
+
+    def __init__(self, db: Database, components: ComponentService,
+                 timeline: TimelineService) -> None:
+        self.db = db
+        self.components = components
+        self.timeline = timeline
+
+    async def tools(self, who: Principal, thread_id: str | None) -> list[dict[str, Any]]:
+        if thread_id is None:
+            return tool_list(None)
+        thread = await self._thread(who, thread_id)
+        return tool_list(thread["kind"])
+
+    async def _thread(self, who: Principal, thread_id: str) -> dict[str, Any]:
+        return await self.timeline.get_thread(who, thread_id)
+
+    async def execute(self, who: Principal, thread_id: str,
+                      tool_call_id: str) -> tuple[int, dict[str, Any], dict[str, Any] | None]:
+        """Run a service tool once. Returns ``(status, content, error_body)``."""
+        thread_id = scoped_thread_id(who, thread_id)
+        async with self.db.connection() as conn:
+            context = await tool_store.call_context(conn, who.user_id, thread_id, tool_call_id)
+        if context is None:
+            raise NotFound("No such thread.")
+        thread, done, call = context
+        if done is not None:
+            return _replay(done)
+        if call is None:
+            raise NotFound(f"No assistant message in this thread carries tool call "
+                           f"{tool_call_id!r}; post it first.")
+        if call["name"] not in tools_offered(thread["kind"]):
+            raise Forbidden(f"{call['name']} is not offered in a {thread['kind']} thread.")
+        try:
+            async with self.db.transaction() as conn:
+                return await self._run(conn, who, thread, call)
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name == "message_components_pkey":
+                # the same call id already posted a card in another of this user's threads
+                return await self._refuse(who, thread, call, ComponentError(
+                    "conflict", f"Tool call id {tool_call_id!r} already posted a card in "
+                    "another thread; post the question again under a new tool call id."))
+            # a concurrent retry wrote the result first: return that one
+            async with self.db.connection() as conn:
+                done = await tool_store.tool_result(conn, who.user_id, thread["id"], tool_call_id)
+            if done is None:  # not the tool row's key: nothing to replay, never a 500
+                raise ComponentError("conflict") from None
+            return _replay(done)
+        except (Invalid, ComponentError) as exc:
+            return await self._refuse(who, thread, call, exc)
+
+    async def _run(self, conn: asyncpg.Connection, who: Principal, thread: dict[str, Any],
+                   call: dict[str, Any]) -> tuple[int, dict[str, Any], None]:
+        name, args = call["name"], call["arguments"]
+        if name == ASK_TOOL:
+            card = components_of_tool_call(call)
+
+            def content_for(due_at: Any) -> dict[str, Any]:
+                return {"posted": True, "note": ASK_NOTE, "components": [
+                    {"id": c.id, "kind": c.kind, "answer_due_at": due_at.isoformat()}
+                    for c in card.components]}
+
+            tool_row = await self.components.post_card(
+                conn, user_id=who.user_id, thread=thread, card=card,
+                assistant_message_id=call["message_id"], turn_id=call["turn_id"],
+                content_for=content_for)
+            return 200, tool_row["content"], None
+        if not isinstance(args, dict):
+            raise Invalid.at(["arguments"], "arguments must be a JSON object")
+        component_id = args.get("component_id")
+        if not isinstance(component_id, str):
+            raise Invalid.at(["arguments", "component_id"], "component_id is required")
+        if name == "answer_for_max":
+            await self.components.main_answer(conn, who, component_id, args.get("selected"),
+                                              args.get("text"), args.get("reason"))
+            content: dict[str, Any] = {"answered": True, "component_id": component_id}
+        else:
+            await self.components.hand_back(conn, who, component_id, args.get("note"))
+            content = {"handed_back": True, "component_id": component_id}
+        await self._write_result(conn, who, thread, call, 200, content)
+        return 200, content, None
+
+    async def _write_result(self, conn: asyncpg.Connection, who: Principal,
+                            thread: dict[str, Any], call: dict[str, Any], status: int,
+                            content: dict[str, Any], error: dict[str, Any] | None = None) -> None:
+        await timeline_store.insert_message(
+            conn, user_id=who.user_id, thread_id=thread["id"], role="tool",
+            tool_call_id=call["id"], content=content, turn_id=call["turn_id"],
+            source_meta={"tool": {"name": call["name"], "status": status, "error": error}})
+
+    async def _refuse(self, who: Principal, thread: dict[str, Any], call: dict[str, Any],
+                      exc: MaxclawError) -> tuple[int, dict[str, Any], dict[str, Any]]:
+        """Record a refusal as the tool row (so a retry replays it) and report it."""
+        content = _refusal_content(call["name"], exc)
+        try:
+            async with self.db.transaction() as conn:
+                await self._write_result(conn, who, thread, call, exc.http_status, content,
+                                         exc.body())
+        except asyncpg.UniqueViolationError:
+            async with self.db.connection() as conn:
+                done = await tool_store.tool_result(conn, who.user_id, thread["id"], call["id"])
+            assert done is not None
+            return _replay(done)  # type: ignore[return-value]
+        return exc.http_status, content, exc.body()
+
+
+def _replay(done: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, Any] | None]:
+    meta = (done["source_meta"] or {}).get("tool", {})
+    return int(meta.get("status", 200)), done["content"], meta.get("error")

@@ -1,0 +1,243 @@
+"""TurnService: claim, heartbeat, inbox, finish — where queued work meets an agent runtime.
+
+User messages, answers, hand-offs and events all enter a thread one way: an input row (role
+``user`` or ``event``, ``delivered_at`` null) plus ``wake_thread``, which queues a turn unless
+one is queued or running. A runtime claims the turn and gets the whole thread as model-facing
+history; from then on everything new waits in the inbox until the runtime's next step boundary
+(``inbox``). ``finish`` closes the turn and, if input arrived after the last delivery, queues
+the next turn at once, so nothing is stranded.
+
+Time points on each component: ``posted_at`` (the tool returned), ``answered_at`` (the answer
+arrived), ``seen_at`` (stamped here, the first time a model is handed the answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from maxclaw.auth.service import Principal, parse_int_id, parse_uuid
+from maxclaw.clock import Clock
+from maxclaw.db.database import Database
+from maxclaw.errors import Conflict, NotFound
+from maxclaw.secrets.service import SecretService
+from maxclaw.timeline import store as timeline_store
+from maxclaw.timeline.projections import thread_projection
+from maxclaw.turns import store as store
+from maxclaw.turns.history import answered_components, chat_history, chat_message, forged_notice
+from maxclaw.turns.listener import TurnListener
+
+log = logging.getLogger("maxclaw.turns.service")
+POLL_S = 1.0  # a waiting claim retries this often even without a NOTIFY (and lapses leases)
+LAPSE_BATCH = 100
+NOT_RUNNING = ("This turn is no longer running (it finished, or its lease lapsed and the work "
+               "was queued again): stop, and claim a new turn.")
+
+
+def parse_turn_id(value: str | int) -> int:
+    """A turn id from a path; a malformed one names nothing (404), like a missing one."""
+    return parse_int_id(value, "turn")
+
+
+def turn_projection(turn: dict[str, Any]) -> dict[str, Any]:
+    return {"id": turn["id"], "thread_id": turn["thread_id"], "lease_until": turn["lease_until"]}
+
+
+class TurnService:
+    """Turns of agent runtimes: claim (long-poll), lease, inbox, finish, history."""
+
+    def __init__(self, db: Database, clock: Clock, listener: TurnListener,
+                 secrets: SecretService, *, lease_s: float = 60.0,
+                 poll_s: float = POLL_S) -> None:
+        self.db = db
+        self.secrets = secrets  # opens sealed rows for the model (claim, inbox, history)
+        self.clock = clock
+        self.listener = listener
+        self.lease = timedelta(seconds=lease_s)
+        self.poll_s = poll_s
+        self._last_lapse_check = float("-inf")
+
+    # ----- claim -----
+
+    async def claim(self, who: Principal, wait_s: float, runtime_id: str | None,
+                    still_wanted: Callable[[], Awaitable[bool]] | None = None,
+                    ) -> dict[str, Any] | None:
+        """The oldest queued turn the caller may run, waiting up to ``wait_s`` for one."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        if wait_s > 0:
+            await self.listener.ensure_listening()
+        # register before looking, so a NOTIFY between the look and the wait is not missed
+        with self.listener.waiter(who.user_id) as woken:
+            while True:
+                woken.clear()
+                await self._lapse_expired_now_and_then()
+                claimed = await self._claim_once(who, runtime_id or "anonymous")
+                if claimed is not None:
+                    return claimed
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return None
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), min(remaining, self.poll_s))
+                # a caller that hung up must not be handed a turn it will never run
+                if still_wanted is not None and not await still_wanted():
+                    return None
+                if wait_s > 0 and not self.listener.listening:
+                    await self.listener.ensure_listening()
+
+    async def _claim_once(self, who: Principal, runtime_id: str) -> dict[str, Any] | None:
+        """Lock a queued turn, hand its thread over, then start it. The turn is written last
+        so that nothing waiting on it (a wake-up) holds a component this claim stamps."""
+        now = self.clock.now()
+        async with self.db.transaction() as conn:
+            picked = await store.pick_next(conn, who.user_id, who.thread_id)
+            if picked is None:
+                return None
+            rows = await store.thread_rows(conn, who.user_id, picked["thread_id"])
+            model_rows = await self.secrets.model_rows(conn, who.user_id, rows)
+            await self._deliver(conn, who.user_id,
+                                [r for r in rows if _undelivered_input(r)], now)
+            turn = await store.start_turn(conn, picked["id"], runtime_id, now, now + self.lease,
+                                          rows[-1]["id"] if rows else 0)
+            # read after the start: the thread's turn_state now says running
+            thread = await timeline_store.get_thread(conn, who.user_id, picked["thread_id"])
+        assert thread is not None  # the turn's foreign key guarantees it
+        log.info("turn claimed", extra={"turn_id": turn["id"], "thread_id": turn["thread_id"],
+                                        "user_id": who.user_id})
+        return {"turn": turn_projection(turn), "thread": thread_projection(thread),
+                "messages": chat_history(model_rows)}
+
+    async def _deliver(self, conn: asyncpg.Connection, user_id: str,
+                       delivered: list[dict[str, Any]], now: datetime) -> None:
+        """Record what the model was just handed: input delivered, answers seen."""
+        await store.mark_delivered(conn, user_id, [r["id"] for r in delivered], now)
+        await store.stamp_seen(conn, user_id, answered_components(delivered), now)
+
+    # ----- the running turn -----
+
+    async def _running(self, conn: asyncpg.Connection, who: Principal,
+                       turn_id: int) -> dict[str, Any]:
+        """The caller's turn, locked; 404 if it is not theirs, 409 if it is not running."""
+        turn = await store.lock_turn(conn, who.user_id, turn_id)
+        if turn is None:
+            raise NotFound("No such turn.")
+        who.check_thread(turn["thread_id"])
+        if turn["status"] != "running":
+            raise Conflict(NOT_RUNNING, data={"status": turn["status"]})
+        return turn
+
+    async def heartbeat(self, who: Principal, turn_id: int) -> dict[str, Any]:
+        """Extend the lease; a lease that already ran out lapses the turn instead (409)."""
+        now = self.clock.now()
+        async with self.db.transaction() as conn:
+            turn = await self._running(conn, who, turn_id)
+            extended = None
+            if turn["lease_until"] >= now:
+                extended = await store.extend_lease(conn, who.user_id, turn_id, now + self.lease)
+            else:
+                await store.lapse_if_expired(conn, who.user_id, turn_id, now)
+        # raised after the commit, so the lapse and its successor turn stay written
+        if extended is None:
+            raise Conflict(NOT_RUNNING, data={"status": "lapsed"})
+        return {"lease_until": extended["lease_until"]}
+
+    async def inbox(self, who: Principal, turn_id: int) -> dict[str, Any]:
+        """The step boundary: what arrived since the last delivery, now marked delivered."""
+        now = self.clock.now()
+        async with self.db.transaction() as conn:
+            turn = await self._running(conn, who, turn_id)
+            user_id, thread_id = who.user_id, turn["thread_id"]
+            # the model's own service-shaped text written since it last saw the thread
+            forged = await store.forged_since(conn, user_id, thread_id, turn["delivered_through"])
+            rows = await store.undelivered_rows(conn, user_id, thread_id)
+            model_rows = await self.secrets.model_rows(conn, user_id, rows)
+            last = await store.last_message_id(conn, user_id, thread_id)
+            await self._deliver(conn, user_id, rows, now)
+            # how far into the thread the model has read (the forged-notice check starts here)
+            await store.set_delivered_through(conn, user_id, turn_id, last)
+        messages = [forged_notice()] if forged else []
+        messages.extend(chat_message(r) for r in model_rows)
+        if rows or forged:
+            log.info("inbox delivered", extra={"turn_id": turn_id, "thread_id": thread_id,
+                                               "count": len(rows)})
+        return {"messages": messages}
+
+    async def finish(self, who: Principal, turn_id: int) -> dict[str, Any]:
+        """End the turn; input that arrived after the last delivery (or a forged notice the
+        model has not been told about) queues the next turn at once."""
+        now = self.clock.now()
+        async with self.db.transaction() as conn:
+            turn = await self._running(conn, who, turn_id)
+            # Lock the thread first: an input row being inserted right now (its foreign key
+            # holds FOR KEY SHARE on the thread) commits before we look, or waits until we are
+            # done and then finds the thread idle and wakes it itself. Either way it is seen.
+            await store.lock_thread(conn, who.user_id, turn["thread_id"])
+            await store.finish_turn(conn, who.user_id, turn_id, now)
+            requeued = await self._queue_next(conn, who.user_id, turn)
+            open_ids = await store.open_components(conn, who.user_id, turn["thread_id"])
+        log.info("turn finished", extra={"turn_id": turn_id, "thread_id": turn["thread_id"],
+                                         "count": len(open_ids)})
+        return {"open_components": open_ids, "requeued": requeued}
+
+    async def _queue_next(self, conn: asyncpg.Connection, user_id: str,
+                          turn: dict[str, Any]) -> bool:
+        """Queue the next turn if input is waiting, or if the model wrote a forged notice
+        since its last delivery (it concluded something on it and must be told: the claim's
+        history carries the notice) — but not twice in a row for forged notices alone, or a
+        model that forges on every turn would run forever."""
+        thread_id = turn["thread_id"]
+        if await store.has_undelivered(conn, user_id, thread_id):
+            await timeline_store.wake_thread(conn, user_id, thread_id)
+            return True
+        if not await store.forged_since(conn, user_id, thread_id, turn["delivered_through"]):
+            return False
+        if turn["forged_requeue"]:
+            log.warning("the model forged a notice again; no further turn is queued for it",
+                        extra={"turn_id": turn["id"], "thread_id": thread_id,
+                               "user_id": user_id})
+            return False
+        await store.wake_for_forged(conn, user_id, thread_id)
+        return True
+
+    # ----- reading -----
+
+    async def history(self, who: Principal, thread_id: str) -> dict[str, Any]:
+        """What a model of this thread has been handed so far (pending input is in the inbox)."""
+        thread_id = parse_uuid(thread_id)
+        who.check_thread(thread_id)
+        async with self.db.connection() as conn:
+            if await timeline_store.get_thread(conn, who.user_id, thread_id) is None:
+                raise NotFound("No such thread.")
+            rows = await self.secrets.model_rows(
+                conn, who.user_id, await store.handed_rows(conn, who.user_id, thread_id))
+        return {"messages": chat_history(rows)}
+
+    # ----- leases -----
+
+    async def lapse_expired(self, limit: int = LAPSE_BATCH) -> int:
+        """Lapse running turns whose lease ran out and queue their work again (any user)."""
+        async with self.db.transaction() as conn:
+            lapsed = await store.lapse_expired(conn, self.clock.now(), limit)
+        for turn in lapsed:
+            log.warning("turn lease lapsed; work queued again",
+                        extra={"turn_id": turn["id"], "thread_id": turn["thread_id"],
+                               "user_id": turn["user_id"]})
+        return len(lapsed)
+
+    async def _lapse_expired_now_and_then(self) -> None:
+        # at most once per poll interval per process: claims are frequent, lapses are rare
+        now = asyncio.get_running_loop().time()
+        if now - self._last_lapse_check >= self.poll_s:
+            self._last_lapse_check = now
+            await self.lapse_expired()
+
+
+def _undelivered_input(row: dict[str, Any]) -> bool:
+    return row["role"] in ("user", "event") and row["delivered_at"] is None
