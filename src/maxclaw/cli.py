@@ -125,11 +125,12 @@ def serve(
     with database(settings, database_url) as (url, embedded):
         if not _database_answers(url):
             return
-        keyring = _keys_or_fail(settings, url, embedded)
+        keyring, legacy = _keys_or_fail(settings, url, embedded)
         migrate_or_fail(url)
         settings = settings.model_copy(update={
             "database_url": url, "host": host or settings.host, "port": port or settings.port})
-        _seal_legacy(url, keyring)
+        if legacy:
+            _seal_legacy(url, keyring)
         if embedded:
             _first_run_hint(settings)
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
@@ -152,17 +153,17 @@ def _database_answers(url: str) -> bool:
         return False
 
 
-def _keys_or_fail(settings: Settings, url: str, embedded: bool) -> Keyring:
+def _keys_or_fail(settings: Settings, url: str, embedded: bool) -> tuple[Keyring, bool]:
     """Refuse to start without the keys every live secret row needs (one line why), before
     anything else is printed; on the embedded database's first start, create the key file and
-    say where it is."""
+    say where it is. Also says whether old plaintext secret answers wait to be sealed."""
     from maxclaw.secrets.keyring import KeyringError, load_keyring
     from maxclaw.secrets.service import missing_keys
 
     try:
         keyring, created = load_keyring(settings.secret_key, settings.secret_key_file,
                                         settings.data_dir, create=embedded)
-        reason = asyncio.run(missing_keys(url, keyring))
+        reason, legacy = asyncio.run(missing_keys(url, keyring))
     except KeyringError as exc:
         fail(exc.message)
         raise  # unreachable
@@ -171,7 +172,7 @@ def _keys_or_fail(settings: Settings, url: str, embedded: bool) -> Keyring:
     if created is not None:
         typer.echo(f"Created the secret key file {created} (owner-only). Back it up with the "
                    "database: secret answers sealed under a lost key cannot be read.", err=True)
-    return keyring
+    return keyring, legacy
 
 
 def _seal_legacy(url: str, keyring: Keyring) -> None:

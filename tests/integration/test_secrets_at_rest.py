@@ -19,6 +19,7 @@ from maxclaw.app import create_app
 from maxclaw.clock import FixedClock, SystemClock
 from maxclaw.secrets.crypto import generate_key, parse_key
 from maxclaw.secrets.keyring import KeyringError, key_file_texts, load_keyring, write_key_file
+from maxclaw.secrets.service import missing_keys
 from tests.cards import SECRET, new_thread, post_card
 from tests.conftest import TEST_SECRET_KEY, Actor, Harness, app_settings
 from tests.integration.test_cli import cli
@@ -218,3 +219,25 @@ async def test_rotation_while_answers_keep_landing(database_url: str, tmp_path: 
         assert not missing, missing[:5]
         await h.client.aclose()
     assert os.stat(key_file).st_mode & 0o077 == 0
+
+
+async def test_plaintext_answers_from_before_0005_are_sealed_at_start(
+        harness: Harness, database_url: str) -> None:
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    body = 'Answer to "Deploy" (question card old:q3 in a message above)\nSecret answer: sk-old-1'
+    async with harness.services.db.connection() as conn:
+        await conn.execute(
+            "INSERT INTO messages (user_id, thread_id, role, body, sensitive, source_meta)"
+            " VALUES ($1::uuid, $2::uuid, 'user', $3, true, $4::jsonb)", a.user_id, tid, body,
+            {"componentAnswer": {"componentId": "old:q3", "answeredBy": "max", "via": "card"}})
+        await conn.execute("INSERT INTO turns (user_id, thread_id) VALUES ($1::uuid, $2::uuid)",
+                           a.user_id, tid)
+    keyring = harness.services.secrets.keyring
+    assert await missing_keys(database_url, keyring) == (None, True)
+    assert await harness.services.secrets.seal_legacy() == 1
+    assert await missing_keys(database_url, keyring) == (None, False)
+    async with harness.services.db.connection() as conn:
+        stored = await conn.fetchval("SELECT body FROM messages WHERE thread_id = $1::uuid", tid)
+    assert stored.endswith("Secret answer: ••••[card old:q3]") and "sk-old-1" not in stored
+    assert "Secret answer: sk-old-1" in await claim_text(a)

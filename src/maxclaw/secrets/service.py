@@ -55,27 +55,31 @@ def _unpaired_surrogate(text: str) -> bool:
     return False
 
 
-async def missing_keys(url: str, keyring: Keyring) -> str | None:
-    """Why ``serve`` must not start: live secret rows sealed under keys the keyring lacks (one
-    line), else None. A database that cannot be reached or has no secrets table yet is not
-    this check's to report (the migration that follows says it)."""
+async def missing_keys(url: str, keyring: Keyring) -> tuple[str | None, bool]:
+    """At ``serve``'s start: why it must not start (live secret rows sealed under keys the
+    keyring lacks, in one line, else None), and whether secret answers stored in plaintext by
+    an older version wait to be sealed. A database that cannot be reached or has no tables
+    yet is not this check's to report (the migration that follows says it)."""
     try:
         conn = await asyncio.wait_for(connect(url), 10)
     except Exception:
-        return None
+        return None, False
     try:
+        if await conn.fetchval("SELECT to_regclass('messages')") is None:
+            return None, False
         if await conn.fetchval("SELECT to_regclass('message_secrets')") is None:
-            return None
+            return None, bool(await conn.fetchval(store.ANY_PLAINTEXT_BEFORE_0005))
         usage = await store.key_usage(conn)
+        legacy = bool(await conn.fetchval(store.ANY_PLAINTEXT))
     finally:
         await conn.close()
     missing = {k: n for k, n in usage.items() if keyring.get(k) is None}
     if not missing:
-        return None
+        return None, legacy
     names = ", ".join(f"{k} ({n} rows)" for k, n in missing.items())
     return (f"secret rows are sealed under key(s) {names} that {keyring.source} does not hold "
             f"(it holds {', '.join(keyring.ids)}); give the right key (MAXCLAW_SECRET_KEY or "
-            "MAXCLAW_SECRET_KEY_FILE)")
+            "MAXCLAW_SECRET_KEY_FILE)"), legacy
 
 
 def aad(user_id: str, thread_id: str, kind: str) -> bytes:

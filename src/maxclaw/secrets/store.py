@@ -69,6 +69,14 @@ SELECT m.id, m.user_id::text, m.thread_id::text, m.body, m.created_at,
  ORDER BY m.id LIMIT $1
  FOR UPDATE OF m SKIP LOCKED
 """
+ANY_PLAINTEXT = """
+SELECT EXISTS (SELECT 1 FROM messages m
+                WHERE m.sensitive AND m.role = 'user' AND m.body IS NOT NULL
+                  AND NOT EXISTS (SELECT 1 FROM message_secrets s WHERE s.message_id = m.id))
+"""
+ANY_PLAINTEXT_BEFORE_0005 = """
+SELECT EXISTS (SELECT 1 FROM messages WHERE sensitive AND role = 'user' AND body IS NOT NULL)
+"""
 SET_BODY = "UPDATE messages SET body = $3 WHERE user_id = $1::uuid AND id = $2"
 
 
