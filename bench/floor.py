@@ -83,6 +83,7 @@ class Script:
                  call_id: str) -> None:
         self.steps = steps
         self.user_id, self.thread_id, self.call_id = user_id, thread_id, call_id
+        self.execute_in_post = False  # the post carried "execute": true (no execute step)
         self.returned_ids = {v for ss in steps.values() for s in ss for r in s.rows
                              for k, v in r.items() if _is_id(k, v)}
         for step in (s for ss in steps.values() for s in ss):

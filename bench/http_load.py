@@ -1,9 +1,11 @@
 """(c) The HTTP load process: its own interpreter and event loop, N keep-alive connections.
 
 Run by the suite as ``python -m bench.http_load`` with a JSON job on stdin; prints the samples
-as JSON on stdout. The client is a minimal HTTP/1.1 writer/reader on asyncio streams, so the
-load generator spends as little of the machine's two cores as it can (httpx costs several
-times more per request), and what is measured is the server.
+as JSON on stdout. A round trip is three requests (post the assistant row, ``execute``, answer),
+or two with ``execute_in_post`` (the post carries ``"execute": true``). The client is a minimal
+HTTP/1.1 writer/reader on asyncio streams, so the load generator spends as little of the
+machine's two cores as it can (httpx costs several times more per request), and what is
+measured is the server.
 """
 
 from __future__ import annotations
@@ -74,16 +76,23 @@ def _client(job: dict[str, Any], spec: dict[str, Any], tag: str) -> tuple[RoundT
         thread = threads[i % len(threads)]
         call_id = f"{tag}_{i}"
         t0 = time.perf_counter()
-        status, body = await agent.post(f"/v1/agent/threads/{thread}/messages", {
-            "role": "assistant", "content": None,
-            "tool_calls": [{"id": call_id, "type": "function", "function": {
-                "name": "ask_user_question", "arguments": json.dumps(job["card"])}}]})
+        row: dict[str, Any] = {"role": "assistant", "content": None,
+               "tool_calls": [{"id": call_id, "type": "function", "function": {
+                   "name": "ask_user_question", "arguments": json.dumps(job["card"])}}]}
+        if job.get("execute_in_post"):
+            row["execute"] = True  # the service runs its own tool in the post's transaction
+        status, body = await agent.post(f"/v1/agent/threads/{thread}/messages", row)
         if status != 201:
             raise RuntimeError(f"post assistant row: {status} {body}")
-        status, body = await agent.post(
-            f"/v1/agent/threads/{thread}/tool-calls/{call_id}/execute")
-        if status != 200:
-            raise RuntimeError(f"execute: {status} {body}")
+        if job.get("execute_in_post"):
+            results = body.get("results") or [{}]
+            if results[0].get("status") != 200:
+                raise RuntimeError(f"post with execute: {body}")
+        else:
+            status, body = await agent.post(
+                f"/v1/agent/threads/{thread}/tool-calls/{call_id}/execute")
+            if status != 200:
+                raise RuntimeError(f"execute: {status} {body}")
         t1 = time.perf_counter()
         status, body = await user.post(f"/v1/components/{call_id}:q1/answer",
                                        {"selected": ["keep"], "text": None})

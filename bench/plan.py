@@ -22,6 +22,9 @@ class Plan:
     frame_answers: int  # answers timed for answer → frame
     claim_answers: int  # answers timed for answer → claim
     notes: list[str] = field(default_factory=list)
+    push_backlog: int = 5_000  # rows queued at once for the dispatcher's deliveries/s
+    push_answers: int = 500  # answers timed for answer → withdraw delivered
+    push_rate: float = 100.0  # answers/s offered for answer → withdraw delivered
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -30,7 +33,7 @@ class Plan:
 QUICK = Plan(name="quick", levels=[10_000, 100_000], concurrency=[1, 4, 16],
              growth_concurrency=[16], warmup_s=0.6, duration_s=2.0, rounds=2, due=2_000,
              sweep_repeats=50, variants=False, ws_clients=200, frame_answers=100,
-             claim_answers=50,
+             claim_answers=50, push_backlog=2_000, push_answers=200,
              notes=["quick: 10k/100k cards instead of 100k/1M, 2,000 due instead of 10,000, "
                     "2 s per point; verdicts on sizes are indicative only"])
 FULL = Plan(name="full", levels=[100_000, 1_000_000], concurrency=[1, 4, 16],

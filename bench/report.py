@@ -8,6 +8,7 @@ from typing import Any
 
 MODE_NAMES = {"a": "(a) direct SQL (floor)", "b": "(b) in-process service",
               "c": "(c) HTTP API", "l": "(l) LangGraph interrupt/resume",
+              "x": "(x) HTTP, post + execute: true",
               "a_no_notify": "(a') floor, no NOTIFY",
               "a_merged": "(a'') floor, merged statements",
               "a_notify_after_commit": "(a*) floor, NOTIFY after COMMIT",
@@ -54,7 +55,9 @@ def beside(report: dict[str, Any]) -> list[dict[str, Any]]:
     rates = {(p["mode"], p["clients"]): p["rate_per_s"] for p in levels[0]["round_trip"]}
     rows = []
     for n in sorted({p["clients"] for p in levels[0]["round_trip"]}):
-        c, lg, pgb = rates.get(("c", n)), rates.get(("l", n)), anchor.get(str(n))
+        # the agent's round trip over HTTP: two requests (x) when the server supports it
+        c = rates.get(("x", n)) or rates.get(("c", n))
+        lg, pgb = rates.get(("l", n)), anchor.get(str(n))
         rows.append({"clients": n, "pgbench": pgb, "langgraph": lg, "http": c,
                      "http_per_langgraph": round(c / lg, 2) if c and lg else None,
                      "http_per_pgbench": round(c / pgb, 3) if c and pgb else None})
@@ -136,6 +139,10 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"{r['clients']:>3} {r['pgbench'] or '-':>15} {r['langgraph'] or '-':>10} "
                   f"{r['http'] or '-':>13} {r['http_per_langgraph'] or '-':>15} "
                   f"{r['http_per_pgbench'] or '-':>13}", file=out)
+    if report.get("push"):
+        from bench.push import line as push_line
+
+        print(push_line(report["push"]), file=out)
     print("\nTargets", file=out)
     for v in report["verdicts"]:
         mark = {True: "HOLDS", False: "MISSES", None: "  -   "}[v["holds"]]

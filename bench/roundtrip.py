@@ -181,19 +181,44 @@ async def floor_point(url: str, identities: list[Identity], stocks: list[Stock],
             await conn.close()
 
 
-def service_round_trip(services: Any, ident: Identity, stock: Stock, prefix: str) -> RoundTrip:
-    """(b): one round trip through the service objects the HTTP routes call."""
+def assistant_row(call_id: str, execute: bool = False) -> dict[str, Any]:
+    """The agent's assistant row carrying one ``ask_user_question`` call."""
+    row: dict[str, Any] = {
+        "role": "assistant", "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {
+            "name": "ask_user_question", "arguments": json.dumps(CARD_ARGS)}}]}
+    if execute:
+        row["execute"] = True
+    return row
+
+
+async def executes_in_post(services: Any, ident: Identity, thread: str, call_id: str) -> bool:
+    """Post a card with ``"execute": true``; whether the service ran the tool in the post (the
+    code measured may predate it: then the call is executed separately, and False)."""
+    agent = ident.principal("agent")
+    got = await services.agent_messages.post(agent, thread, assistant_row(call_id, True))
+    if got.get("results"):
+        return True
+    await services.tools.execute(agent, thread, call_id)
+    return False
+
+
+def service_round_trip(services: Any, ident: Identity, stock: Stock, prefix: str,
+                       execute_in_post: bool = False) -> RoundTrip:
+    """(b): one round trip through the service objects the HTTP routes call; the post carries
+    ``"execute": true`` when ``execute_in_post``, else ``execute`` is called after it."""
     agent, user, seq = ident.principal("agent"), ident.principal("user"), itertools.count()
 
     async def round_trip() -> tuple[float, float]:
         thread = stock.take()
         call_id = f"{prefix}_{next(seq)}"
         t0 = time.perf_counter()
-        await services.agent_messages.post(agent, thread, {
-            "role": "assistant", "content": None,
-            "tool_calls": [{"id": call_id, "type": "function", "function": {
-                "name": "ask_user_question", "arguments": json.dumps(CARD_ARGS)}}]})
-        status, _content, error = await services.tools.execute(agent, thread, call_id)
+        got = await services.agent_messages.post(agent, thread,
+                                                 assistant_row(call_id, execute_in_post))
+        if execute_in_post:
+            status, error = got["results"][0]["status"], got["results"][0].get("error")
+        else:
+            status, _content, error = await services.tools.execute(agent, thread, call_id)
         if status != 200:
             raise RuntimeError(f"execute: {status} {error}")
         t1 = time.perf_counter()
@@ -205,21 +230,25 @@ def service_round_trip(services: Any, ident: Identity, stock: Stock, prefix: str
 
 
 async def service_point(url: str, services: Any, identities: list[Identity], stocks: list[Stock],
-                        tag: str, warmup: float, duration: float) -> Samples:
-    clients = [service_round_trip(services, identities[n], stocks[n], f"{tag}c{n}")
-               for n in range(len(stocks))]
+                        tag: str, warmup: float, duration: float,
+                        execute_in_post: bool = False) -> Samples:
+    clients = [service_round_trip(services, identities[n], stocks[n], f"{tag}c{n}",
+                                  execute_in_post) for n in range(len(stocks))]
     return await metered(url, {"python": [cpu.own_pid()]},
                          lambda: closed_loop(clients, warmup, duration))
 
 
 async def http_point(url: str, server: Server, identities: list[Identity], stocks: list[Stock],
-                     tag: str, warmup: float, duration: float) -> tuple[Samples, int]:
-    """(c): a separate load process against the real server; returns samples, reused threads."""
+                     tag: str, warmup: float, duration: float,
+                     execute_in_post: bool = False) -> tuple[Samples, int]:
+    """(c): a separate load process against the real server; returns samples, reused threads.
+    ``execute_in_post`` (mode x): two requests per round trip, the post carrying
+    ``"execute": true``, instead of three."""
     extra: dict[str, Any] = {}
 
     async def load() -> Samples:
         samples, extra["reused"], extra["load_cpu"] = await asyncio.to_thread(
-            _http_load, server, identities, stocks, tag, warmup, duration)
+            _http_load, server, identities, stocks, tag, warmup, duration, execute_in_post)
         return samples
 
     samples = await metered(url, {"server": [server.proc.pid]}, load)
@@ -230,9 +259,10 @@ async def http_point(url: str, server: Server, identities: list[Identity], stock
 
 
 def _http_load(server: Server, identities: list[Identity], stocks: list[Stock], tag: str,
-               warmup: float, duration: float) -> tuple[Samples, int, float]:
+               warmup: float, duration: float,
+               execute_in_post: bool = False) -> tuple[Samples, int, float]:
     job = {"host": "127.0.0.1", "port": server.port, "tag": tag, "warmup": warmup,
-           "duration": duration, "card": CARD_ARGS,
+           "duration": duration, "card": CARD_ARGS, "execute_in_post": execute_in_post,
            "clients": [{"user_token": identities[n].user_token,
                         "agent_token": identities[n].agent_token,
                         "threads": stocks[n].threads} for n in range(len(stocks))]}

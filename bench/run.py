@@ -26,6 +26,7 @@ from bench import (
     floor,
     langgraph_rt,
     live,
+    push,
     roundtrip,
     server,
     sweep,
@@ -46,18 +47,23 @@ RESULTS = ROOT / "bench" / "results"
 # is stored under its key, and a ``"verdicts"`` list in it (rows as ``bench.targets`` makes
 # them) is added to the targets.
 Item = Callable[[str, Plan, Path], Awaitable[dict[str, Any]]]
-ITEMS: list[tuple[str, str, Item]] = []
+ITEMS: list[tuple[str, str, Item]] = [
+    ("push", "push: a backlog to a local webhook, then answer → withdraw delivered", push.item),
+]
 
 
 async def record_round_trip(url: str) -> tuple[floor.Script, dict[str, Any]]:
     """One warm round trip through the service objects, recorded: the floor's script, and the
-    statements per step (SQL, BEGIN/COMMIT, pool resets) for the report."""
+    statements per step (SQL, BEGIN/COMMIT, pool resets) for the report. The post carries
+    ``"execute": true`` (the card posted in the post's transaction) when the code measured
+    supports it; then the execute step is empty."""
     recorder = floor.Recorder()
     with counting.installed() as log:
         async with roundtrip.in_process(url, pool_max=2) as services:
             ident = (await roundtrip.make_identities(services, "rec", 1))[0]
             stock = (await roundtrip.make_stocks(url, [ident], 2))[0]
             agent, user = ident.principal("agent"), ident.principal("user")
+            in_post = False
             for attempt in range(2):  # the first warms prepared statements and type codecs
                 thread, call_id = stock.take(), f"rec{attempt}"
                 steps: dict[str, list[str]] = {}
@@ -67,11 +73,10 @@ async def record_round_trip(url: str) -> tuple[floor.Script, dict[str, Any]]:
                         recorder.phase = phase
                         with log.record() as queries:
                             if phase == "post":
-                                await services.agent_messages.post(agent, thread, {
-                                    "role": "assistant", "content": None, "tool_calls": [{
-                                        "id": call_id, "name": "ask_user_question",
-                                        "arguments": dataset.CARD_ARGS}]})
-                            elif phase == "execute":
+                                got = await services.agent_messages.post(
+                                    agent, thread, roundtrip.assistant_row(call_id, True))
+                                in_post = bool(got.get("results"))
+                            elif phase == "execute" and not in_post:
                                 await services.tools.execute(agent, thread, call_id)
                             else:
                                 await services.components.answer(user, f"{call_id}:q1",
@@ -80,13 +85,14 @@ async def record_round_trip(url: str) -> tuple[floor.Script, dict[str, Any]]:
                         steps[phase] = list(queries)
                     recorder.phase = None
     script = floor.Script(recorder.steps, ident.user_id, thread, call_id)
+    script.execute_in_post = in_post
     every = [q for step in steps.values() for q in step]
-    report = {"service": {**{k: len(v) for k, v in steps.items()}, "round_trip": len(every),
+    report = {"execute_in_post": in_post,
+              "service": {**{k: len(v) for k, v in steps.items()}, "round_trip": len(every),
                           "kinds": counting.StatementLog.kinds(every),
                           "answer_statements": steps["answer"]},
               "floor": {**script.counts(), "round_trip": sum(script.counts().values())},
-              "http_extra": "each of the 3 requests also authenticates its token: +1 SQL "
-                            "statement and +1 pool reset per request"}
+              "http_extra": "each request authenticates its token (cached for 30 s)"}
     return script, report
 
 
@@ -117,7 +123,8 @@ async def _interleaved(url: str, plan: Plan, level: int, n: int,
     across the turns (idle while a, b and l run: its hub gets their NOTIFY hints, finds no
     socket for those users and reads nothing); so does LangGraph's pool."""
     warm, dur = plan.warmup_s / plan.rounds, plan.duration_s / plan.rounds
-    parts: dict[str, list[Samples]] = {"a": [], "b": [], "c": []}
+    in_post = bool(script.execute_in_post)
+    parts: dict[str, list[Samples]] = {"a": [], "b": [], "c": [], **({"x": []} if in_post else {})}
     lang: langgraph_rt.LangGraph | None = None
     if lang_url is not None:
         parts["l"] = []
@@ -143,11 +150,11 @@ async def _interleaved(url: str, plan: Plan, level: int, n: int,
                     reused[mode] += sum(s.reused for s in stocks)
                 elif mode == "b":
                     got = await roundtrip.service_point(url, services, ids, stocks, tag + mode,
-                                                        warm, dur)
+                                                        warm, dur, in_post)
                     reused[mode] += sum(s.reused for s in stocks)
                 else:
                     got, again = await roundtrip.http_point(url, srv, ids, stocks, tag + mode,
-                                                            warm, dur)
+                                                            warm, dur, mode == "x")
                     reused[mode] += again
                 parts[mode].append(got)
         rss, stack = srv.rss_mb(), srv.stack()

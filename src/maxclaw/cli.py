@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 
@@ -108,6 +108,9 @@ def run_async(url: str, work: Callable[[Services], Awaitable[T]]) -> T:
         raise  # unreachable; keeps the type checker honest
 
 
+WS_MAX_FRAME_BYTES = 64 * 1024
+
+
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address.")] = None,
@@ -133,8 +136,10 @@ def serve(
             _seal_legacy(url, keyring)
         if embedded:
             _first_run_hint(settings)
+        # ws_max_size: the protocol's frames are small (api.md: 64 KiB), not uvicorn's 16 MiB
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                    log_config=None, ws="websockets-sansio", lifespan="on")
+                    log_config=None, ws="websockets-sansio", lifespan="on",
+                    ws_max_size=WS_MAX_FRAME_BYTES)
 
 
 def _database_answers(url: str) -> bool:
@@ -276,6 +281,44 @@ def token_create(
 
         token = run_async(url, work)
         typer.echo(json.dumps({"token": token}) if as_json else token)
+
+
+@token_app.command("list")
+def token_list(
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's tokens.")] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """List tokens (id, user, role, binding, created, expires, last used); never the tokens."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(url)
+
+        async def work(services: Services) -> list[dict[str, Any]]:
+            rows: list[dict[str, Any]] = await services.auth.list_all_tokens(user)
+            return rows
+
+        for row in run_async(url, work):
+            typer.echo(json.dumps(row, default=str))
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[int, typer.Argument(help="The token's id (maxclaw token list).")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Revoke a token: every replica refuses it at once and closes its WebSockets."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(url)
+
+        async def work(services: Services) -> bool:
+            gone: bool = await services.auth.revoke_any(token_id)
+            return gone
+
+        if not run_async(url, work):
+            typer.echo(f"no token {token_id}", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"revoked token {token_id}")
 
 
 @app.command("push-worker")

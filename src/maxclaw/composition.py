@@ -83,7 +83,7 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
     decisions = DecisionService(db, clock, components)
     push = PushService(db, settings, metrics, clock, decisions, adapters=push_adapters)
     tools = ToolService(db, components, timeline)
-    agent_messages = AgentMessageService(db, secrets)
+    agent_messages = AgentMessageService(db, secrets, tools)
     listener = TurnListener(settings.database_url)
     turns = TurnService(db, clock, listener, secrets, lease_s=settings.turn_lease_s)
     realtime = RealtimeHub(db, poll_s=settings.realtime_poll_s, registry=metrics.registry)
@@ -99,6 +99,7 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
     if settings.run_listener:
         jobs.append(realtime)
     jobs.append(listener)  # closes the LISTEN connection at shutdown
+    jobs.append(auth.revocations)  # likewise for token revocations
     # the lapse tick is a background job like the sweeper: tests drive lapse_expired by hand
     if settings.run_sweeper:
         jobs.append(LapseJob(turns))

@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     push_max_attempts: int = 8
     push_backoff_base_s: float = 2.0
     push_backoff_max_s: float = 600.0
+    push_lease_s: float = 10.0  # a dead dispatcher's rows are claimed again after this
+    push_concurrency: int = 48  # deliveries in flight per dispatcher (the HTTP pool holds 50)
+    push_endpoint_concurrency: int = 16  # of which to one host
     vapid_private_key: str | None = None  # PEM or base64url raw key
     vapid_subject: str = "mailto:ops@maxclaw.invalid"
     apns_key_path: Path | None = None

@@ -541,8 +541,8 @@ async def test_every_card_state_is_visible_at_a_glance(server: ServerProcess, ma
 
 async def test_client_rules_run_in_the_browser(server: ServerProcess, browser: Browser) -> None:
     """The page's own modules: frames apply by rev (a stale or repeated one is ignored), a
-    fresher answer shows until the tool row catches up, where Main may take a card, and which
-    nudges a snooze hides."""
+    fresher answer shows until the tool row catches up, the card draws what the server says Max
+    may do (``answerable_here``, ``main_may_take``), and which nudges a snooze hides."""
     context = await browser.new_context()
     page = await context.new_page()
     await page.goto(server.base_url + "/")
@@ -562,6 +562,15 @@ async def test_client_rules_run_in_the_browser(server: ServerProcess, browser: B
       const override = { toolRev: 3, state: { status: 'answered' } };
       const thread = (kind, category) => ({ kind, category: category || null });
       const card = (...kinds) => ({ defs: kinds.map((kind) => ({ kind })) });
+      const ctx = { ui: () => ({}), setUi() {}, answer() {}, toMain() {}, openPanel() {},
+        why() {}, revoke() {} };
+      const choice = { id: 'c:q1', kind: 'choice', question: 'Q?', title: 'T',
+        options: [{ id: 'a', label: 'A' }, { id: 'b', label: 'B' }] };
+      const drawn = (state) => cards.renderComponent(choice, card('choice'), {}, thread('normal'),
+        state, ctx);
+      const offered = (state) => !!drawn(state)
+        .querySelector('button[aria-label^="Let Main decide"]');
+      const enabled = (state) => !drawn(state).querySelector('button.option').disabled;
       const now = Date.parse('2030-01-01T00:00:00Z');
       const decisions = [
         { id: 1, status: 'open', bar: true, bar_snoozed_until: '2030-01-01T01:00:00Z' },
@@ -575,14 +584,18 @@ async def test_client_rules_run_in_the_browser(server: ServerProcess, browser: B
         caughtUp: cards.stateOf(def, row(4, 'with-main'), override).status,
         pending: cards.stateOf(def, null, null).status,
         toolCall: cards.toolCallIdOf('call:with:colons:q1'),
+        // what Max may do is the server's word (state.main_may_take, state.answerable_here):
+        // the page draws it and no longer re-derives main_may_take (tests/unit/test_machine.py)
         mayTake: [
-          cards.mainMayTake(card('choice', 'text'), thread('normal')),
-          cards.mainMayTake(card('choice', 'secret'), thread('normal')),
-          cards.mainMayTake(card('object'), thread('normal')),
-          cards.mainMayTake(card('choice'), thread('main')),
-          cards.mainMayTake(card('choice'), thread('isolated')),
-          cards.mainMayTake(card('choice'), thread('normal', 'ops')),
-          cards.mainMayTake(card('choice'), thread('background')),
+          offered({ status: 'open', answerable_here: true, main_may_take: true }),
+          offered({ status: 'open', answerable_here: true, main_may_take: false }),
+          offered({ status: 'open' }),
+          offered({ status: 'with-main', answerable_here: false, main_may_take: false }),
+        ],
+        answerable: [
+          enabled({ status: 'open', answerable_here: true, main_may_take: true }),
+          enabled({ status: 'with-main', answerable_here: false, main_may_take: false }),
+          enabled({ status: 'revoked', answerable_here: true, main_may_take: false }),
         ],
         bar: nudges.barDecisions(decisions, now).map((d) => d.id),
         snoozeEnds: nudges.nextSnoozeEnd(decisions, now) === Date.parse('2030-01-01T01:00:00Z'),
@@ -593,7 +606,7 @@ async def test_client_rules_run_in_the_browser(server: ServerProcess, browser: B
         "kept": [True, False, False, False], "body": "new",
         "fresher": "answered", "caughtUp": "with-main", "pending": "pending",
         "toolCall": "call:with:colons",
-        "mayTake": [True, False, False, False, False, False, True],
+        "mayTake": [True, False, False, False], "answerable": [True, False, True],
         "bar": [2], "snoozeEnds": True, "secret": "Submitted (not echoed)",
     }
     await context.close()

@@ -61,6 +61,9 @@ async def test_five_surface_race(push_harness: Harness, with_main: bool, round_:
     h = push_harness
     a = await h.actor(f"max{round_}")
     tid, cid, decision_id = await prepared_card(h, a, with_main)
+    async with h.services.db.connection() as conn:  # the notification was delivered (shown)
+        await conn.execute("UPDATE push_outbox SET status = 'sent', attempts = 1, sent_at = now()"
+                           " WHERE decision_id = $1", decision_id)
     results = await fire_all(a, cid, decision_id)
     winners = [name for name, r in results.items() if r.status_code == 200]
     assert len(winners) == 1, {n: (r.status_code, r.text[:120]) for n, r in results.items()}

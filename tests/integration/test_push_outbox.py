@@ -4,6 +4,8 @@ retries with backoff, dead rows with their error, and two dispatchers on one dat
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -49,13 +51,14 @@ async def add_device(conn: Any, user_id: str, platform: str = "webhook",
 
 
 async def setup_decision(h: Harness, name: str = "max", devices: int = 1,
+                         component_id: str = "call_1:q1",
                          **fields: Any) -> tuple[str, dict[str, Any]]:
     actor = await h.actor(name)
     async with h.services.db.transaction() as conn:
         for i in range(devices):
             await add_device(conn, actor.user_id, url=f"http://127.0.0.1:9/{i}")
-        decision = await insert_decision(conn, actor.user_id, actor.main_thread_id, "call_1:q1",
-                                         options=CHOICE, allow_text=True, **fields)
+        decision = await insert_decision(conn, actor.user_id, actor.main_thread_id,
+                                         component_id, options=CHOICE, allow_text=True, **fields)
     return actor.user_id, decision
 
 
@@ -107,7 +110,8 @@ async def test_enqueue_sends_a_listen_hint_on_commit(harness: Harness) -> None:
         await listener.close()
 
 
-async def test_withdraw_supersedes_pending_and_waits_for_in_flight(harness: Harness) -> None:
+async def test_withdraw_cancels_an_unsent_notify_and_follows_one_in_flight(
+        harness: Harness) -> None:
     user_id, decision = await setup_decision(harness, devices=2)
     async with harness.services.db.transaction() as conn:
         await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
@@ -115,22 +119,108 @@ async def test_withdraw_supersedes_pending_and_waits_for_in_flight(harness: Harn
     async with harness.services.db.connection() as conn:
         [in_flight] = await store.claim_due(conn, now=now, limit=1, lease_s=60)
         async with conn.transaction():
-            assert await enqueue_withdraw(conn, user_id=user_id, decision=decision) == 2
+            # only the device whose notification is in flight may show it: one withdraw
+            assert await enqueue_withdraw(conn, user_id=user_id, decision=decision) == 1
         by_id = {r["id"]: r for r in await rows(harness)}
         notify_rows = [r for r in by_id.values() if r["kind"] == "notify"]
         pending = next(r for r in notify_rows if r["id"] != in_flight["id"])
         assert pending["status"] == "dead"
         assert "superseded" in pending["last_error"]
         assert by_id[in_flight["id"]]["status"] == "sending"
-        # the withdraw for the device whose notification is in flight waits for it
-        now = datetime.now(UTC) + timedelta(seconds=1)  # the withdraws were queued after `now`
-        claimable = await store.claim_due(conn, now=now, limit=10, lease_s=60)
-        assert [r["device_id"] for r in claimable] == [pending["device_id"]]
-        assert claimable[0]["payload"] == withdraw_payload(decision)
+        [withdraw] = [r for r in by_id.values() if r["kind"] == "withdraw"]
+        assert withdraw["device_id"] == in_flight["device_id"]
+        assert withdraw["payload"] == withdraw_payload(decision)
+        # the withdraw waits for the notification in flight on its device
+        now = datetime.now(UTC) + timedelta(seconds=1)  # the withdraw was queued after `now`
+        assert await store.claim_due(conn, now=now, limit=10, lease_s=60) == []
         assert await store.mark_sent(conn, outbox_id=in_flight["id"], attempt=1, now=now)
         [after] = await store.claim_due(conn, now=now, limit=10, lease_s=60)
         assert after["device_id"] == in_flight["device_id"]
         assert after["kind"] == "withdraw"
+
+
+async def test_a_withdraw_goes_only_where_the_latest_notify_may_show(harness: Harness) -> None:
+    """Per device, by its latest notification of the decision: sent, or pending a retry after
+    an attempt -> withdraw; never attempted -> cancelled, no withdraw; dead -> no withdraw; a
+    device registered after the notification -> nothing."""
+    user_id, decision = await setup_decision(harness, devices=4)
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+        late = await add_device(conn, user_id, url="http://127.0.0.1:9/late")
+    ids = sorted(r["id"] for r in await rows(harness))
+    sent, retrying, unsent, dead = ids
+    async with harness.services.db.connection() as conn:
+        await conn.execute("UPDATE push_outbox SET status = 'sent', attempts = 1 WHERE id = $1",
+                           sent)
+        await conn.execute("UPDATE push_outbox SET attempts = 1, last_error = 'HTTP 503'"
+                           " WHERE id = $1", retrying)
+        await conn.execute("UPDATE push_outbox SET status = 'dead', attempts = 8 WHERE id = $1",
+                           dead)
+        async with conn.transaction():
+            assert await enqueue_withdraw(conn, user_id=user_id, decision=decision) == 2
+    by_id = {r["id"]: r for r in await rows(harness)}
+    withdrawn = {r["device_id"] for r in by_id.values() if r["kind"] == "withdraw"}
+    assert withdrawn == {by_id[sent]["device_id"], by_id[retrying]["device_id"]}
+    assert late not in withdrawn
+    assert by_id[unsent]["status"] == by_id[retrying]["status"] == "dead"
+    # a reopened decision's new notification, settled before it was sent: nothing to withdraw
+    # (the first round's withdraw already went out)
+    async with harness.services.db.transaction() as conn:
+        await conn.execute("UPDATE push_outbox SET status = 'sent' WHERE kind = 'withdraw'")
+        assert await enqueue_notification(conn, user_id=user_id, decision=decision,
+                                          thread_title="t") == 5
+        assert await enqueue_withdraw(conn, user_id=user_id, decision=decision) == 0
+
+
+async def test_a_notify_claimed_while_the_withdraw_runs_still_gets_its_withdraw(
+        harness: Harness) -> None:
+    """The race the cancel must not lose: the dispatcher's claim holds the row lock when the
+    settle's withdraw reaches it; the withdraw waits, sees the row is no longer pending, does
+    not cancel it, and queues the withdraw that follows it."""
+    user_id, decision = await setup_decision(harness, devices=1)
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    claimer = await connect(harness.services.db.url)
+    settler = await connect(harness.services.db.url)
+    try:
+        claim = claimer.transaction()
+        await claim.start()
+        [held] = await store.claim_due(claimer, now=datetime.now(UTC), limit=1, lease_s=60)
+
+        async def settle() -> int:
+            async with settler.transaction():
+                return await enqueue_withdraw(settler, user_id=user_id, decision=decision)
+
+        settling = asyncio.create_task(settle())
+        await asyncio.sleep(0.3)
+        assert not settling.done()  # waiting on the claim's row lock
+        await claim.commit()
+        assert await asyncio.wait_for(settling, 10) == 1
+    finally:
+        await claimer.close()
+        await settler.close()
+    by_id = {r["id"]: r for r in await rows(harness)}
+    assert by_id[held["id"]]["status"] == "sending"
+    assert [r["kind"] for r in by_id.values()] == ["notify", "withdraw"]
+
+
+async def test_claims_take_turns_between_users(harness: Harness) -> None:
+    """One user's 300 queued pushes do not hold back another user's one, queued after them."""
+    busy, decision = await setup_decision(harness, devices=300)
+    quiet, other = await setup_decision(harness, name="eve", devices=1,
+                                         component_id="call_2:q1")
+    async with harness.services.db.transaction() as conn:
+        assert await enqueue_notification(conn, user_id=busy, decision=decision,
+                                          thread_title="t") == 300
+    async with harness.services.db.transaction() as conn:
+        assert await enqueue_notification(conn, user_id=quiet, decision=other,
+                                          thread_title="t") == 1
+    async with harness.services.db.connection() as conn:
+        claimed = await store.claim_due(conn, now=datetime.now(UTC) + timedelta(seconds=1),
+                                        limit=4, lease_s=60)
+    assert len(claimed) == 4
+    assert sum(str(r["user_id"]) == quiet for r in claimed) == 1
+    assert min(claimed, key=lambda r: r["id"])["user_id"] != quiet  # the busy one's oldest too
 
 
 async def test_skip_locked_claims_are_disjoint(harness: Harness) -> None:
@@ -274,3 +364,125 @@ async def test_two_dispatchers_send_each_row_exactly_once(harness: Harness) -> N
     assert all(c > 0 for c in claimed)
     statuses = {r["status"] for r in await rows(harness)}
     assert statuses == {"sent"}
+
+
+class GatedAdapter:
+    """Holds the sends to the URLs in ``gated`` until ``release`` is set; counts how many sends
+    run at once, overall and per URL host."""
+
+    platform = "webhook"
+
+    def __init__(self, gated: set[str] | None = None, delay_s: float = 0.0) -> None:
+        self.gated = gated or set()
+        self.delay_s = delay_s
+        self.release = asyncio.Event()
+        self.started: list[int] = []
+        self.running: dict[str, int] = {}
+        self.peak: dict[str, int] = {}
+        self.peak_total = 0
+
+    async def send(self, delivery: Delivery) -> None:
+        url = str(delivery.config["url"])
+        host = url.split("/")[2]
+        self.started.append(delivery.outbox_id)
+        self.running[host] = self.running.get(host, 0) + 1
+        self.peak[host] = max(self.peak.get(host, 0), self.running[host])
+        self.peak_total = max(self.peak_total, sum(self.running.values()))
+        try:
+            if url in self.gated:
+                await self.release.wait()
+            await asyncio.sleep(self.delay_s)
+        finally:
+            self.running[host] -= 1
+
+    async def close(self) -> None:
+        return None
+
+
+async def wait_for_status(h: Harness, expected: dict[str, int], timeout_s: float = 10) -> None:
+    async with asyncio.timeout(timeout_s):
+        while True:
+            got = Counter(r["status"] for r in await rows(h))
+            if got == Counter(expected):
+                return
+            await asyncio.sleep(0.02)
+
+
+async def test_each_delivery_is_acknowledged_when_it_completes(harness: Harness) -> None:
+    """One send hangs; the other nine are marked sent meanwhile, so a crash now would re-send
+    only the one in flight (the pass-wide acknowledgement re-sent all ten)."""
+    user_id, decision = await setup_decision(harness, devices=10)
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    adapter = GatedAdapter(gated={"http://127.0.0.1:9/3"})
+    d = dispatcher(harness, adapter)
+    passing = asyncio.create_task(d.run_once())
+    try:
+        await wait_for_status(harness, {"sent": 9, "sending": 1})
+        assert d.in_flight == 1
+    finally:
+        adapter.release.set()
+    assert await passing == 10
+    assert d.in_flight == 0
+    assert {r["status"] for r in await rows(harness)} == {"sent"}
+
+
+async def test_a_heartbeat_keeps_a_slow_send_from_being_raced(harness: Harness) -> None:
+    """A 0.6 s lease and a send that takes 2 s: the heartbeat extends the lease, so a second
+    dispatcher polling all along never claims the row; once the first one dies (its task is
+    cancelled mid-send, no heartbeat), the second claims the row within a lease."""
+    user_id, decision = await setup_decision(harness, devices=1)
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    slow = GatedAdapter(delay_s=2.0)
+    first = dispatcher(harness, slow)
+    first.lease_s, first.heartbeat_s = 0.6, 0.2
+    other = dispatcher(harness, GatedAdapter())
+    other.lease_s = 0.6
+    passing = asyncio.create_task(first.run_once())
+    await wait_for_status(harness, {"sending": 1})
+    loop = asyncio.get_running_loop()
+    until = loop.time() + 1.5
+    while loop.time() < until:
+        assert await other.run_once() == 0
+        await asyncio.sleep(0.05)
+    assert await passing == 1
+    assert [(r["status"], r["attempts"]) for r in await rows(harness)] == [("sent", 1)]
+    # now a death: a second row, its sender cancelled mid-send with its heartbeat
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    slow.delay_s = 30.0
+    dying = asyncio.create_task(first.run_once())
+    await wait_for_status(harness, {"sent": 1, "sending": 1})
+    dying.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await dying
+    died_at = loop.time()
+    claimed = 0
+    while not claimed:  # polls, as the other dispatcher's loop would
+        claimed = await other.run_once()
+        await asyncio.sleep(0.05)
+    assert loop.time() - died_at < 0.6 + 0.5
+    assert [(r["status"], r["attempts"]) for r in await rows(harness)] == [("sent", 1),
+                                                                         ("sent", 2)]
+
+
+async def test_deliveries_run_concurrently_within_their_bounds(harness: Harness) -> None:
+    actor = await harness.actor("max")
+    async with harness.services.db.transaction() as conn:
+        for i in range(20):
+            for host in ("127.0.0.1:9", "127.0.0.2:9"):  # alternating: each claim has both
+                await add_device(conn, actor.user_id, url=f"http://{host}/{i}")
+        decision = await insert_decision(conn, actor.user_id, actor.main_thread_id, "call_1:q1",
+                                         options=CHOICE)
+        assert await enqueue_notification(conn, user_id=actor.user_id, decision=decision,
+                                          thread_title="t") == 40
+    adapter = GatedAdapter(delay_s=0.05)
+    d = Dispatcher(harness.services.db, {"webhook": adapter}, settings=harness.services.settings,
+                   metrics=harness.services.metrics, listen=False, concurrency=8,
+                   endpoint_concurrency=3)
+    assert await d.run_until_idle() == 40
+    assert len(adapter.started) == 40
+    assert max(adapter.peak.values()) == 3  # per host
+    assert adapter.peak_total == 6  # two hosts, three each (of eight slots)
+    assert {r["status"] for r in await rows(harness)} == {"sent"}

@@ -132,7 +132,8 @@ async def _load(conn: asyncpg.Connection) -> dict[str, Any]:
             " sensitive, answer_text, settled_via, settled_at FROM decisions ORDER BY id")),
         "outbox": rows(await conn.fetch(
             "SELECT o.id, o.user_id::text, o.device_id, o.decision_id, o.kind, o.status,"
-            " o.attempts, o.sent_at, o.lease_until, d.user_id::text AS device_user"
+            " o.attempts, o.sent_at, o.lease_until, o.last_error,"
+            " d.user_id::text AS device_user"
             " FROM push_outbox o LEFT JOIN push_devices d ON d.id = o.device_id ORDER BY o.id")),
         "stranded": rows(await conn.fetch(
             "SELECT m.thread_id::text, count(*) AS n FROM messages m"
@@ -372,18 +373,37 @@ def _check_outbox(data: dict[str, Any], report: Report) -> None:
         if any(r["user_id"] != d["user_id"] for r in rows):
             report.bad(f"outbox for decision {decision_id}: a row of another user")
         kinds = [r["kind"] for r in rows]
-        if any(a == b for a, b in itertools.pairwise(kinds)):
+        if d["status"] == "open" and kinds[-1] != "notify":
+            report.bad(f"outbox for decision {decision_id} / device {device_id}: last row is "
+                       f"{kinds[-1]} for an open decision")
+        # what the device may have shown: without the notifications that never reached it
+        # (cancelled before an attempt, or given up), which get no withdraw
+        shown = [r for r in rows if not _unshown(r)]
+        shown_kinds = [r["kind"] for r in shown]
+        if any(a == b for a, b in itertools.pairwise(shown_kinds)):
             report.bad(f"outbox for decision {decision_id} / device {device_id}: "
                        f"kinds do not alternate: {kinds}")
-        want = "notify" if d["status"] == "open" else "withdraw"
-        if kinds[-1] != want:
+        if d["status"] != "open" and shown_kinds and shown_kinds[-1] != "withdraw":
             report.bad(f"outbox for decision {decision_id} / device {device_id}: last row is "
-                       f"{kinds[-1]} for an {d['status']} decision")
-        # a notification queued before a later withdraw must never be delivered after it
+                       f"{shown_kinds[-1]} for an {d['status']} decision")
         for earlier, later in itertools.pairwise(rows):
+            # a notification queued before a later withdraw must never be delivered after it
             if (earlier["kind"] == "notify" and earlier["status"] == "pending"
                     and later["kind"] == "withdraw"):
                 report.bad(f"outbox {earlier['id']}: a superseded notification is still pending")
+            # a withdraw only for a notification that was handed to the device's receiver
+            if later["kind"] == "withdraw" and (earlier["kind"] != "notify"
+                                                or earlier["attempts"] == 0):
+                report.bad(f"outbox {later['id']}: a withdraw for a notification never sent")
+        if rows[0]["kind"] == "withdraw":
+            report.bad(f"outbox {rows[0]['id']}: a withdraw with no notification before it")
+
+
+def _unshown(row: dict[str, Any]) -> bool:
+    """A notification that never reached the device: cancelled before any attempt, or given
+    up after its attempts failed."""
+    return row["kind"] == "notify" and row["status"] == "dead" and (
+        row["attempts"] == 0 or not (row["last_error"] or "").startswith("superseded"))
 
 
 # ----- turns -----

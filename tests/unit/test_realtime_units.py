@@ -126,3 +126,11 @@ def test_tokens_in_query_strings_are_masked_in_logs() -> None:
     assert record.getMessage() == '127.0.0.1:5 - "WebSocket /v1/ws?token=***&x=1" [accepted]'
     assert logfilter.redact("/v1/ws?a=1&token=abc") == "/v1/ws?a=1&token=***"
     assert logfilter.redact("/v1/ws?mytoken=abc") == "/v1/ws?mytoken=abc"
+
+
+@pytest.mark.parametrize("path", ["/v1/ws?%74oken=abc", "/v1/ws?a=1&%74%6F%6B%65%6E=abc",
+                                  "/v1/ws?TOKEN=abc", "/v1/ws?ticket=abc", "/v1/ws?%2574oken=abc"])
+def test_redaction_judges_the_name_after_percent_decoding(path: str) -> None:
+    # issue 14, finding 8: ``?%74oken=`` is ``token`` to the server and escaped the mask
+    assert "abc" not in logfilter.redact(path)
+    assert logfilter.redact(path).endswith("=***")

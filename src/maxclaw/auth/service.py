@@ -6,12 +6,15 @@ import hashlib
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 import asyncpg
 
 from maxclaw.auth import store
+from maxclaw.auth.revocations import RevocationListener
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, Forbidden, Invalid, NotFound, Unauthorized
 
@@ -26,6 +29,8 @@ class Principal:
     name: str
     role: Role
     thread_id: str | None = None  # an agent token bound to one thread
+    token_id: int | None = None  # the API token that authenticated (audit rows name it)
+    for_main: bool = False  # an unbound agent token allowed to write in Main's thread
 
     def require_role(self, role: Role) -> None:
         if self.role != role:
@@ -62,20 +67,44 @@ def parse_int_id(value: str | int, what: str) -> int:
 
 TOKEN_CACHE_TTL_S = 30.0
 TOKEN_CACHE_SIZE = 10_000
+TICKET_TTL_S = 30.0
+
+
+def _principal(row: dict[str, object]) -> Principal:
+    return Principal(user_id=str(row["user_id"]), name=str(row["name"]),
+                     role=row["role"],  # type: ignore[arg-type]
+                     thread_id=row["thread_id"],  # type: ignore[arg-type]
+                     token_id=int(row["id"]),  # type: ignore[call-overload]
+                     for_main=bool(row["for_main"]))
+
+
+def token_projection(row: dict[str, Any], current: int | None = None) -> dict[str, Any]:
+    """``GET /v1/tokens``: a token's facts, never the token or its hash."""
+    out = {"id": row["id"], "role": row["role"], "thread_id": row["thread_id"],
+           "for_main": row["for_main"], "created_at": row["created_at"],
+           "expires_at": row["expires_at"], "last_used_at": row["last_used_at"],
+           "current": row["id"] == current}
+    if "user_name" in row:
+        out["user"] = row["user_name"]
+    return out
 
 
 class AuthService:
     """Users, tokens and authentication.
 
-    Known tokens are cached in-process for ``TOKEN_CACHE_TTL_S``: authenticating was one extra
-    query (and pool round trip) on every request, and tokens are never revoked in place
-    (there is no revoke endpoint). Unknown tokens are never cached, so a flood of bad tokens
+    Known tokens are cached in-process for ``TOKEN_CACHE_TTL_S`` (or until they expire):
+    authenticating was one extra query (and pool round trip) on every request. A revoke
+    deletes the row and NOTIFYs ``maxclaw_token_revoked`` in the same transaction; every
+    replica's ``RevocationListener`` calls ``forget``, which drops the token from the cache and
+    closes its WebSockets at once. Unknown tokens are never cached, so a flood of bad tokens
     cannot grow the cache.
     """
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self._cache: dict[str, tuple[float, Principal]] = {}
+        self._on_revoke: dict[int, set[Callable[[], None]]] = {}
+        self.revocations = RevocationListener(db.url, self.forget, self.forget_all)
 
     async def create_user(self, name: str) -> tuple[str, str]:
         """Create a user and its Main thread; returns ``(user_id, main_thread_id)``."""
@@ -89,12 +118,17 @@ class AuthService:
             raise Conflict(f"A user named {name!r} already exists.") from None
         return user["id"], main
 
-    async def create_token(self, user_name: str, role: Role, thread_id: str | None = None) -> str:
+    async def create_token(self, user_name: str, role: Role, thread_id: str | None = None, *,
+                           expires_at: datetime | None = None, for_main: bool = False) -> str:
         """Mint a token for ``user_name``; only its hash is stored. Returns the token once."""
         if role not in ("user", "agent"):
             raise Invalid.at(["role"], "role must be 'user' or 'agent'")
         if thread_id is not None and role != "agent":
             raise Invalid.at(["thread"], "only agent tokens can be bound to a thread")
+        if for_main and (role != "agent" or thread_id is not None):
+            raise Invalid.at(["for_main"], "only an unbound agent token can be flagged for Main")
+        if expires_at is not None and expires_at.tzinfo is None:
+            raise Invalid.at(["expires_at"], "expires_at needs a time zone")
         token = f"mc_{role[0]}_" + secrets.token_urlsafe(32)
         async with self.db.transaction() as conn:
             user = await store.user_by_name(conn, user_name)
@@ -105,7 +139,8 @@ class AuthService:
                 thread_id = parse_uuid(thread_id)
                 if await store.thread_owner(conn, thread_id) != user["id"]:
                     raise NotFound(f"User {user_name!r} has no thread {thread_id}.")
-            await store.insert_token(conn, user["id"], role, thread_id, hash_token(token))
+            await store.insert_token(conn, user["id"], role, thread_id, hash_token(token),
+                                     expires_at, for_main)
         return token
 
     async def authenticate(self, token: str | None) -> Principal:
@@ -120,13 +155,96 @@ class AuthService:
         async with self.db.connection() as conn:
             row = await store.principal_by_hash(conn, digest)
         if row is None:
-            raise Unauthorized("Unknown token.")
-        principal = Principal(user_id=row["user_id"], name=row["name"], role=row["role"],
-                              thread_id=row["thread_id"])
+            raise Unauthorized("Unknown or expired token.")
+        principal = _principal(row)
+        if not await self.revocations.ensure_listening():
+            return principal  # a revoke would go unheard: do not cache
         if len(self._cache) >= TOKEN_CACHE_SIZE:
             self._cache.clear()  # crude but bounded; a refill costs one query per token
-        self._cache[digest] = (now + TOKEN_CACHE_TTL_S, principal)
+        ttl = TOKEN_CACHE_TTL_S
+        if row["expires_at"] is not None:
+            ttl = min(ttl, (row["expires_at"] - datetime.now(UTC)).total_seconds())
+        self._cache[digest] = (now + ttl, principal)
         return principal
+
+    # ----- listing and revoking -----
+
+    async def list_tokens(self, who: Principal) -> list[dict[str, Any]]:
+        """The caller's user's tokens (``GET /v1/tokens``); ``current`` marks the caller's."""
+        async with self.db.connection() as conn:
+            rows = await store.list_tokens(conn, who.user_id)
+        return [token_projection(r, who.token_id) for r in rows]
+
+    async def revoke_token(self, who: Principal, token_id: str | int) -> None:
+        """Delete one of the caller's user's tokens (another user's is 404)."""
+        numeric = parse_int_id(token_id, "token")
+        async with self.db.transaction(notify=False) as conn:
+            if not await store.delete_token(conn, numeric, who.user_id):
+                raise NotFound("No such token.")
+        self.forget(numeric)  # this replica at once; the others through the NOTIFY
+
+    async def list_all_tokens(self, user_name: str | None = None) -> list[dict[str, Any]]:
+        """Every token, or one user's (``maxclaw token list``)."""
+        async with self.db.connection() as conn:
+            rows = await store.list_all_tokens(conn, user_name)
+        return [token_projection(r) for r in rows]
+
+    async def revoke_any(self, token_id: int) -> bool:
+        """``maxclaw token revoke``: delete any token by id; False if there was none."""
+        async with self.db.transaction(notify=False) as conn:
+            gone = await store.delete_token(conn, token_id, None)
+        self.forget(token_id)
+        return gone
+
+    def forget(self, token_id: int) -> None:
+        """A token was revoked: drop it from the cache and close its WebSockets."""
+        for digest in [d for d, (_, p) in self._cache.items() if p.token_id == token_id]:
+            self._cache.pop(digest, None)
+        for close in list(self._on_revoke.pop(token_id, ())):
+            close()
+
+    def forget_all(self) -> None:
+        """Revocations may have been missed (the listener reconnected): trust nothing cached."""
+        self._cache.clear()
+
+    def on_revoke(self, who: Principal, close: Callable[[], None]) -> Callable[[], None]:
+        """Call ``close`` when ``who``'s token is revoked; returns the unregister function."""
+        if who.token_id is None:
+            return lambda: None
+        token_id = who.token_id
+        self._on_revoke.setdefault(token_id, set()).add(close)
+
+        def unregister() -> None:
+            watchers = self._on_revoke.get(token_id)
+            if watchers is not None:
+                watchers.discard(close)
+                if not watchers:
+                    self._on_revoke.pop(token_id, None)
+        return unregister
+
+    # ----- WebSocket tickets -----
+
+    async def issue_ticket(self, who: Principal) -> dict[str, Any]:
+        """``POST /v1/ws-ticket``: a single-use ticket for ``/v1/ws?ticket=``, valid for
+        ``TICKET_TTL_S``, so the long-lived token never travels in a URL."""
+        if who.token_id is None:
+            raise Unauthorized("A ticket needs a token.")
+        ticket = "mc_k_" + secrets.token_urlsafe(32)
+        async with self.db.transaction(notify=False) as conn:
+            expires = await store.insert_ticket(conn, hash_token(ticket), who.token_id,
+                                                who.user_id, TICKET_TTL_S)
+        return {"ticket": ticket, "expires_at": expires}
+
+    async def redeem_ticket(self, ticket: str | None) -> Principal:
+        """The principal a ticket was issued to; the ticket is used up. ``Unauthorized`` when
+        it is unknown, used or expired."""
+        if not ticket:
+            raise Unauthorized("Missing ticket.")
+        async with self.db.transaction(notify=False) as conn:
+            row = await store.redeem_ticket(conn, hash_token(ticket))
+        if row is None:
+            raise Unauthorized("Unknown, used or expired ticket.")
+        return _principal(row)
 
     async def main_thread_id(self, user_id: str) -> str | None:
         async with self.db.connection() as conn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -14,13 +15,54 @@ RETURNING id::text
 USER_BY_NAME = "SELECT id::text, name FROM users WHERE name = $1"
 MAIN_THREAD_OF = "SELECT id::text FROM threads WHERE user_id = $1::uuid AND kind = 'main'"
 INSERT_TOKEN = """
-INSERT INTO api_tokens (user_id, role, thread_id, token_hash)
-VALUES ($1::uuid, $2, $3::uuid, $4) RETURNING id
+INSERT INTO api_tokens (user_id, role, thread_id, token_hash, expires_at, for_main)
+VALUES ($1::uuid, $2, $3::uuid, $4, $5, $6) RETURNING id
 """
+# An expired token is refused like a deleted one. last_used_at is stamped here, i.e. when a
+# replica (re)reads the token: to within the cache's lifetime, and at most once a minute.
 PRINCIPAL_BY_HASH = """
-SELECT t.user_id::text, t.role, t.thread_id::text, u.name
-  FROM api_tokens t JOIN users u ON u.id = t.user_id
- WHERE t.token_hash = $1
+WITH t AS (
+    SELECT t.id, t.user_id, t.role, t.thread_id, t.expires_at, t.for_main, t.last_used_at,
+           u.name
+      FROM api_tokens t JOIN users u ON u.id = t.user_id
+     WHERE t.token_hash = $1 AND (t.expires_at IS NULL OR t.expires_at > now())
+), stamp AS (
+    UPDATE api_tokens a SET last_used_at = now() FROM t
+     WHERE a.id = t.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute')
+)
+SELECT id, user_id::text, role, thread_id::text, expires_at, for_main, name FROM t
+"""
+TOKEN_COLUMNS = """t.id, t.role, t.thread_id::text, t.for_main, t.created_at, t.expires_at,
+       t.last_used_at"""
+LIST_TOKENS = f"""
+SELECT {TOKEN_COLUMNS} FROM api_tokens t WHERE t.user_id = $1::uuid ORDER BY t.id
+"""
+LIST_ALL_TOKENS = f"""
+SELECT {TOKEN_COLUMNS}, u.name AS user_name FROM api_tokens t JOIN users u ON u.id = t.user_id
+ WHERE $1::text IS NULL OR u.name = $1 ORDER BY t.id
+"""
+# the revoke and its NOTIFY commit together: every replica drops the token from its cache
+DELETE_TOKEN = """
+WITH gone AS (
+    DELETE FROM api_tokens WHERE id = $1 AND ($2::uuid IS NULL OR user_id = $2::uuid)
+    RETURNING id
+)
+SELECT id, pg_notify('maxclaw_token_revoked', id::text) FROM gone
+"""
+INSERT_TICKET = """
+INSERT INTO ws_tickets (ticket_hash, token_id, user_id, expires_at)
+VALUES ($1, $2, $3::uuid, now() + make_interval(secs => $4)) RETURNING expires_at
+"""
+# single use: the DELETE is the redemption; a ticket past its time is refused (and swept)
+REDEEM_TICKET = """
+WITH used AS (
+    DELETE FROM ws_tickets WHERE ticket_hash = $1 RETURNING token_id, expires_at
+), swept AS (
+    DELETE FROM ws_tickets WHERE expires_at < now() - interval '1 minute'
+)
+SELECT t.id, t.user_id::text, t.role, t.thread_id::text, t.expires_at, t.for_main, u.name
+  FROM used JOIN api_tokens t ON t.id = used.token_id JOIN users u ON u.id = t.user_id
+ WHERE used.expires_at > now() AND (t.expires_at IS NULL OR t.expires_at > now())
 """
 THREAD_OWNER = "SELECT user_id::text FROM threads WHERE id = $1::uuid"
 
@@ -46,9 +88,36 @@ async def main_thread_of(conn: asyncpg.Connection, user_id: str) -> str | None:
 
 
 async def insert_token(conn: asyncpg.Connection, user_id: str, role: str,
-                       thread_id: str | None, token_hash: str) -> int:
-    """Store a token's hash with its role and optional thread binding."""
-    return int(await conn.fetchval(INSERT_TOKEN, user_id, role, thread_id, token_hash))
+                       thread_id: str | None, token_hash: str, expires_at: datetime | None = None,
+                       for_main: bool = False) -> int:
+    """Store a token's hash with its role, optional thread binding, expiry and Main flag."""
+    return int(await conn.fetchval(INSERT_TOKEN, user_id, role, thread_id, token_hash,
+                                   expires_at, for_main))
+
+
+async def list_tokens(conn: asyncpg.Connection, user_id: str) -> list[dict[str, Any]]:
+    return [dict(r) for r in await conn.fetch(LIST_TOKENS, user_id)]
+
+
+async def list_all_tokens(conn: asyncpg.Connection,
+                          user_name: str | None) -> list[dict[str, Any]]:
+    return [dict(r) for r in await conn.fetch(LIST_ALL_TOKENS, user_name)]
+
+
+async def delete_token(conn: asyncpg.Connection, token_id: int, user_id: str | None) -> bool:
+    """Delete a token (the user's own when ``user_id`` is given) and NOTIFY the replicas."""
+    return await conn.fetchrow(DELETE_TOKEN, token_id, user_id) is not None
+
+
+async def insert_ticket(conn: asyncpg.Connection, ticket_hash: str, token_id: int, user_id: str,
+                        ttl_s: float) -> datetime:
+    value: datetime = await conn.fetchval(INSERT_TICKET, ticket_hash, token_id, user_id, ttl_s)
+    return value
+
+
+async def redeem_ticket(conn: asyncpg.Connection, ticket_hash: str) -> dict[str, Any] | None:
+    row = await conn.fetchrow(REDEEM_TICKET, ticket_hash)
+    return dict(row) if row else None
 
 
 async def principal_by_hash(conn: asyncpg.Connection, token_hash: str) -> dict[str, Any] | None:

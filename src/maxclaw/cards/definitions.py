@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections import OrderedDict
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -258,6 +259,42 @@ def normalize_tool_call(call: Any) -> dict[str, Any]:
             raw = json.loads(raw) if raw.strip() else {}
     check_depth(raw, ["tool_calls", "arguments"])
     return {"id": call_id, "name": name, "arguments": raw}
+
+
+class _DefinitionCache:
+    """Definitions by assistant message id, least recently used out first, bounded in bytes.
+
+    An assistant row's calls never change once written, so its cards are validated once per
+    replica rather than on every read (a 30-row page of ~1 MiB rows held the event loop for
+    1.1 s re-validating them)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[int, tuple[list[dict[str, Any]], int]] = OrderedDict()
+
+    def get(self, message_id: int, tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        hit = self._entries.get(message_id)
+        if hit is not None:
+            self._entries.move_to_end(message_id)
+            return hit[0]
+        value = definitions_for_assistant_row(tool_calls)
+        size = len(json.dumps(value, separators=(",", ":"))) if value else 16
+        if size <= self.max_bytes // 4:
+            self._entries[message_id] = (value, size)
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped
+        return value
+
+
+DEFINITION_CACHE = _DefinitionCache(64 * 1024 * 1024)
+
+
+def cached_definitions(message_id: int, tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``definitions_for_assistant_row`` for a stored row, validated once per replica."""
+    return DEFINITION_CACHE.get(message_id, tool_calls)
 
 
 def definitions_for_assistant_row(tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from maxclaw.auth.service import Principal
-from maxclaw.cards.definitions import ASK_TOOL, components_of_tool_call
+from maxclaw.cards.definitions import ASK_TOOL, Card, components_of_tool_call
 from maxclaw.cards.rules import tools_offered
 from maxclaw.cards.text import ASK_NOTE
 from maxclaw.components import tool_store
@@ -87,6 +87,12 @@ def tool_list(thread_kind: str | None) -> list[dict[str, Any]]:
     return [{"type": "function", "function": {"name": n, **TOOL_SPECS[n]}} for n in names]
 
 
+class NeedsExecute(Exception):
+    """A call of a post with ``"execute": true`` cannot run inside the post's transaction (a
+    refusal to record, a race, a tool not offered here): the caller rolls back and takes the
+    path of a plain post followed by ``execute`` for each call, which handles every case."""
+
+
 def _refusal_content(name: str, exc: MaxclawError) -> dict[str, Any]:
     """The tool row's content for a refused call, in the model's words."""
     if name == ASK_TOOL:
@@ -132,7 +138,10 @@ class ToolService:
             raise Forbidden(f"{call['name']} is not offered in a {thread['kind']} thread.")
         try:
             async with self.db.transaction() as conn:
-                return await self._run(conn, who, thread, call)
+                result = await self._run(conn, who, thread, call)
+            if call["name"] == ASK_TOOL:  # committed: the answer needs not read it back
+                self.components.remember(who.user_id, components_of_tool_call(call))
+            return result
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name == "message_components_pkey":
                 # the same call id already posted a card in another of this user's threads
@@ -148,22 +157,65 @@ class ToolService:
         except (Invalid, ComponentError) as exc:
             return await self._refuse(who, thread, call, exc)
 
+    async def run_posted(self, conn: asyncpg.Connection, who: Principal, thread: dict[str, Any],
+                         calls: list[dict[str, Any]], message_id: int, turn_id: int | None,
+                         watching: bool, cards: list[Card]) -> list[dict[str, Any]]:
+        """``execute`` for the service's own calls of an assistant row just written in ``conn``'s
+        transaction (a post with ``"execute": true``), in that transaction; one result per
+        service call, in order; the cards posted are appended to ``cards``. Only the common
+        case runs here — cards posted, nothing to refuse: anything else raises
+        ``NeedsExecute`` before this transaction commits."""
+        results: list[dict[str, Any]] = []
+        for call in (c for c in calls if c["name"] in TOOL_SPECS):
+            if call["name"] != ASK_TOOL or ASK_TOOL not in tools_offered(thread["kind"]):
+                raise NeedsExecute(call["id"])  # Main's tools: rare, and they may refuse
+            try:
+                card = components_of_tool_call(call)
+            except Invalid:
+                raise NeedsExecute(call["id"]) from None  # the refusal is written by execute
+            status, content, _ = await self._post_card(conn, who, thread, card, message_id,
+                                                       turn_id, watching)
+            cards.append(card)
+            results.append({"tool_call_id": call["id"], "status": status, "content": content,
+                            "error": None})
+        return results
+
+    async def executed(self, who: Principal, thread_id: str,
+                       calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``execute`` for each of the service's own calls, one transaction each: the path of
+        a post with ``"execute": true`` that ``run_posted`` could not take, and of its retry
+        (a call that already has a result replays it)."""
+        results = []
+        for call in (c for c in calls if c["name"] in TOOL_SPECS):
+            try:
+                status, content, error = await self.execute(who, thread_id, call["id"])
+            except MaxclawError as exc:  # what execute answers with an error status
+                status, content, error = (exc.http_status, _refusal_content(call["name"], exc),
+                                          exc.body())
+            results.append({"tool_call_id": call["id"], "status": status, "content": content,
+                            "error": error})
+        return results
+
+    async def _post_card(self, conn: asyncpg.Connection, who: Principal, thread: dict[str, Any],
+                         card: Any, message_id: int, turn_id: int | None,
+                         watching: bool | None = None) -> tuple[int, dict[str, Any], None]:
+        def content_for(due_at: Any) -> dict[str, Any]:
+            return {"posted": True, "note": ASK_NOTE, "components": [
+                {"id": c.id, "kind": c.kind, "answer_due_at": due_at.isoformat()}
+                for c in card.components]}
+
+        tool_row = await self.components.post_card(
+            conn, user_id=who.user_id, thread=thread, card=card,
+            assistant_message_id=message_id, turn_id=turn_id, content_for=content_for,
+            watching=watching)
+        return 200, tool_row["content"], None
+
     async def _run(self, conn: asyncpg.Connection, who: Principal, thread: dict[str, Any],
                    call: dict[str, Any]) -> tuple[int, dict[str, Any], None]:
         name, args = call["name"], call["arguments"]
         if name == ASK_TOOL:
-            card = components_of_tool_call(call)
-
-            def content_for(due_at: Any) -> dict[str, Any]:
-                return {"posted": True, "note": ASK_NOTE, "components": [
-                    {"id": c.id, "kind": c.kind, "answer_due_at": due_at.isoformat()}
-                    for c in card.components]}
-
-            tool_row = await self.components.post_card(
-                conn, user_id=who.user_id, thread=thread, card=card,
-                assistant_message_id=call["message_id"], turn_id=call["turn_id"],
-                content_for=content_for)
-            return 200, tool_row["content"], None
+            return await self._post_card(conn, who, thread, components_of_tool_call(call),
+                                         call["message_id"], call["turn_id"])
         if not isinstance(args, dict):
             raise Invalid.at(["arguments"], "arguments must be a JSON object")
         component_id = args.get("component_id")

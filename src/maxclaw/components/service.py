@@ -1,11 +1,14 @@
 """ComponentService: where a question becomes a card and an answer becomes a message.
 
-Each public method is one transaction:
-1. the CAS on ``message_components`` (no row back: another surface won → ``ComponentError``,
-   and nothing else is written);
-2. the mirror into the tool row's ``display.states`` (the rev trigger syncs every client);
-3. the consequences — the answer message, the carrier's settlement and its push withdrawal, the
-   audit row, the thread's wake-up.
+Each public method is one transaction around one row of the transitions table
+(``components/machine.py``):
+1. ``_move``: the CAS on ``message_components`` from the row's from-states, the mirror into the
+   tool row's ``display.states`` (the rev trigger syncs every client) and the audit row, in one
+   statement (``store.TRANSITION``); no row back: another surface won → ``ComponentError``
+   with the row's refusal code, and nothing else is written;
+2. ``_effects``: the row's consequences, in the table's order — the answer message and the
+   thread's wake-up, the carrier's settlement and its push withdrawal, the hand-off to Main,
+   the revoke event. The due sweep runs the same rows set-wise (``_sweep_writes``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,18 @@ from maxclaw.cards.rules import main_may_take
 from maxclaw.cards.text import answer_message_text, handoff_text, revoke_text
 from maxclaw.clock import Clock
 from maxclaw.components import store
+from maxclaw.components.machine import (
+    UNSETTLED,
+    Effect,
+    Status,
+    Surface,
+    Transition,
+    answerable,
+    answerable_here,
+    may_hand_to_main,
+    statuses,
+    transition,
+)
 from maxclaw.db.database import Database
 from maxclaw.decisions import service as carriers
 from maxclaw.errors import ComponentError, Invalid, NotFound
@@ -32,22 +47,27 @@ from maxclaw.secrets.service import SecretService
 from maxclaw.timeline import store as timeline_store
 
 WATCHED_DUE = timedelta(hours=1)
-# Max answers from these states; the card itself is locked while Main holds it, the panel and
-# push are not (answering first from elsewhere is legitimate).
-ANSWERABLE = {"card": ["open", "revoked", "handed-back"],
-              "decision": ["open", "revoked", "handed-back", "with-main"],
-              "push": ["open", "revoked", "handed-back", "with-main"]}
+# Max answers from these states (the transitions table's ``answer`` rows): the card itself is
+# locked while Main holds it, the panel and push are not.
+ANSWERABLE = {s.value: statuses(answerable(s)) for s in (Surface.CARD, Surface.DECISION,
+                                                         Surface.PUSH)}
+CARD_ANSWERABLE = ANSWERABLE[Surface.CARD.value]
+SWEEP_TO_MAIN = transition("to-main", Surface.SWEEP)
+SWEEP_KEEP = transition("keep-open", Surface.SWEEP)
 DEFINITION_CACHE_SIZE = 50_000
-UNSETTLED = ["open", "with-main", "handed-back", "revoked"]
 SECRET_LINE = "Submitted (not echoed)"
 MAX_NOTE_CHARS = 2000  # Main's hand-back note, as long as a question may be
 
 
-def state_of(row: dict[str, Any]) -> dict[str, Any]:
-    """A component's entry in ``display.states`` (the answer is already secret-safe)."""
+def state_of(row: dict[str, Any], rule: bool = False) -> dict[str, Any]:
+    """A component's entry in ``display.states`` (the answer is already secret-safe), with what
+    a client draws from it: ``answerable_here`` (the card takes Max's answer now) and
+    ``main_may_take`` ("let Main decide" is offered now; ``rule`` is ``rules.main_may_take``)."""
     return {"status": row["status"], "answered_by": row["answered_by"],
             "answered_via": row["answered_via"], "answer": row["answer"],
-            "due_at": row["due_at"].isoformat() if row["due_at"] else None}
+            "due_at": row["due_at"].isoformat() if row["due_at"] else None,
+            "answerable_here": answerable_here(row["status"]),
+            "main_may_take": may_hand_to_main(row["status"], rule)}
 
 
 def card_of(row: dict[str, Any]) -> Card:
@@ -63,9 +83,12 @@ def definition_of(row: dict[str, Any]) -> ComponentDefinition:
     return card_of(row).component(row["id"])
 
 
-def component_projection(row: dict[str, Any], definition: ComponentDefinition) -> dict[str, Any]:
+def component_projection(row: dict[str, Any], definition: ComponentDefinition,
+                         rule: bool = False) -> dict[str, Any]:
     """``GET /v1/components/{id}``: the definition plus the state (never a secret)."""
     return {
+        "answerable_here": answerable_here(row["status"]),
+        "main_may_take": may_hand_to_main(row["status"], rule),
         **definition.model_dump(mode="json"),
         "status": row["status"], "answer": row["answer"], "answered_by": row["answered_by"],
         "answered_via": row["answered_via"], "main_reason": row["main_reason"],
@@ -110,24 +133,32 @@ class ComponentService:
         async with self.db.connection() as conn:
             row = await self._load(conn, who.user_id, component_id)
         who.check_thread(row["thread_id"])
-        return component_projection(row, definition_of(row))
+        card = card_of(row)
+        return component_projection(row, card.component(component_id),
+                                    main_may_take(card, _thread(row)))
 
     # ----- posting (ask_user_question) -----
 
     async def post_card(self, conn: asyncpg.Connection, *, user_id: str, thread: dict[str, Any],
                         card: Card, assistant_message_id: int, turn_id: int | None,
-                        content_for: Any) -> dict[str, Any]:
+                        content_for: Any, watching: bool | None = None) -> dict[str, Any]:
         """Create a card's rows inside the caller's transaction; returns the tool row.
 
         ``content_for(due_ats)`` builds the tool row's content from the components' due times.
         Due time: one hour if Max is watching the thread (no carrier), else
-        ``main_after_minutes`` (and a carrier, which pushes).
+        ``main_after_minutes`` (and a carrier, which pushes). ``watching``: when the caller
+        read it already (in the same transaction); None reads it here.
         """
         now = self.clock.now()
-        watching = await presence_store.is_watching(conn, user_id, thread["id"], now)
+        if watching is None:
+            watching = await presence_store.is_watching(conn, user_id, thread["id"], now)
         due_at = now + (WATCHED_DUE if watching else timedelta(minutes=card.main_after_minutes))
-        states = {c.id: {"status": "open", "answered_by": None, "answered_via": None,
-                         "answer": None, "due_at": due_at.isoformat()} for c in card.components}
+        rule = main_may_take(card, thread)
+        states = {c.id: {"status": Status.OPEN.value, "answered_by": None, "answered_via": None,
+                         "answer": None, "due_at": due_at.isoformat(),
+                         "answerable_here": answerable_here(Status.OPEN),
+                         "main_may_take": may_hand_to_main(Status.OPEN, rule)}
+                  for c in card.components}
         tool_row = await timeline_store.insert_message(
             conn, user_id=user_id, thread_id=thread["id"], role="tool",
             tool_call_id=card.tool_call_id, content=content_for(due_at),
@@ -145,6 +176,76 @@ class ComponentService:
             for c in card.components])
         return tool_row
 
+    # ----- the one transition shape and the one list of consequences -----
+
+    async def _move(self, conn: asyncpg.Connection, user_id: str, component_id: str,
+                    t: Transition, *, via: str | None = None,
+                    answer: dict[str, Any] | None = None, main_note: str | None = None,
+                    ) -> dict[str, Any] | None:
+        """The CAS of row ``t`` with its mirror and audit (one statement); None if it lost.
+        ``answer`` (already secret-safe) is written by answering rows; ``clears_answer`` rows
+        wipe it."""
+        answering = answer is not None
+        return await store.transition(
+            conn, user_id, component_id, sources=t.source_list(), target=t.target.value,
+            actor=t.actor.value, via=via, answerable_here=CARD_ANSWERABLE,
+            main_may_take=may_hand_to_main(t.target, rule=False),
+            set_answer=answering or t.clears_answer, answer=answer,
+            answered_by=t.actor.value if answering else None,
+            answered_via=via if answering else None, main_note=main_note)
+
+    async def _refuse(self, conn: asyncpg.Connection, user_id: str, component_id: str,
+                      t: Transition, status: str | None = None) -> ComponentError:
+        """The table's refusal for a CAS that found no row (``status``: as read, else now)."""
+        if status is None:
+            status = await store.status_of(conn, user_id, component_id)
+        code = t.refusal(status)
+        return ComponentError(code, t.refusal_text(code, status), data={"status": status})
+
+    async def _effects(self, conn: asyncpg.Connection, t: Transition, row: dict[str, Any],
+                       new: dict[str, Any], definition: ComponentDefinition, *,
+                       answer: dict[str, Any] | None = None, via: str | None = None,
+                       ) -> dict[str, Any]:
+        """Everything row ``t`` implies beyond its CAS, mirror and audit, in the table's order
+        (the lock order: carriers, then messages and the woken threads' turns). ``row`` is the
+        component with its context; returns ``new`` with what the effects linked to it."""
+        user_id = row["user_id"]
+        for effect in t.effects:
+            if effect is Effect.ANSWER_MESSAGE:
+                assert answer is not None and via is not None
+                await self._post_answer(conn, user_id, row, definition, answer,
+                                        by_main=t.actor.value == "main", via=via)
+            elif effect is Effect.SETTLE_CARRIER:
+                assert answer is not None and via is not None
+                await carriers.settle_carrier(conn, user_id, new["decision_id"], definition,
+                                              answer, via)
+            elif effect is Effect.ENSURE_CARRIER:
+                # the panel and push can still answer while Main holds it
+                decision = await carriers.ensure_carrier(conn, user_id, definition, _thread(row))
+                if new["decision_id"] is None:
+                    await store.set_decision(conn, user_id, row["id"], decision["id"])
+                    new = {**new, "decision_id": decision["id"]}
+            elif effect is Effect.HANDOFF_MESSAGE:
+                main_id = await timeline_store.main_thread_id(conn, user_id)
+                await timeline_store.insert_message(
+                    conn, user_id=user_id, thread_id=main_id, role="user",
+                    body=handoff_text(definition, row["thread_title"], row["thread_id"]),
+                    source_meta={"askHandoff": {"componentId": row["id"],
+                                                "threadId": row["thread_id"],
+                                                "phase": t.target.value}})
+                await timeline_store.wake_thread(conn, user_id, main_id)
+            elif effect is Effect.REOPEN_CARRIER:
+                await carriers.revert(conn, user_id, new["decision_id"], row["thread_title"])
+            elif effect is Effect.REVOKE_EVENT:
+                await timeline_store.insert_input_and_wake(
+                    conn, user_id=user_id, thread_id=row["thread_id"], role="event",
+                    body=revoke_text(definition),
+                    source_meta={"askHandoff": {"componentId": row["id"],
+                                                "phase": t.target.value}})
+            else:  # pragma: no cover - a new Effect must be handled here
+                raise AssertionError(f"unhandled effect {effect!r}")
+        return new
+
     # ----- Max answers -----
 
     async def answer(self, who: Principal, component_id: str, selected: Any, text: Any,
@@ -152,22 +253,28 @@ class ComponentService:
         """Max's answer from the card, the panel or a push: exactly one surface wins."""
         if via not in ANSWERABLE:
             raise ValueError(f"unknown surface {via!r}")
+        t = transition("answer", via)
         definition = await self._definition(who.user_id, component_id)
         answer = validate_answer(definition, selected, text)  # invalid: nothing is written
         kept = stored_answer(definition, answer)
-        state = {"status": "answered", "answered_by": "max", "answered_via": via,
-                 "answer": kept, "due_at": None}
         async with self.db.transaction() as conn:
-            new = await store.cas_answer(conn, who.user_id, component_id, ANSWERABLE[via], kept,
-                                         via, state)
+            new = await self._move(conn, who.user_id, component_id, t, via=via, answer=kept)
             if new is None:
-                raise await self._lost(conn, who.user_id, component_id, via)
-            await self._post_answer(conn, who.user_id, new, definition, answer, by_main=False,
-                                    via=via)
-            await carriers.settle_carrier(conn, who.user_id, new["decision_id"], definition,
-                                          answer, via)
+                lost = await self._refuse(conn, who.user_id, component_id, t)
+                self.metrics.cas_conflicts.labels(lost.reason).inc()
+                raise lost
+            # the answer message's row needs only the component's own columns
+            await self._effects(conn, t, new, new, definition, answer=answer, via=via)
         self.metrics.answers.labels(via).inc()
         return component_projection(new, definition)
+
+    def remember(self, user_id: str, card: Card) -> None:
+        """Cache the definitions of a card whose rows have committed (they never change), so
+        the first answer on this process needs not read them back."""
+        if len(self._definitions) + len(card.components) > DEFINITION_CACHE_SIZE:
+            self._definitions.clear()
+        for component in card.components:
+            self._definitions[(user_id, component.id)] = component
 
     async def _definition(self, user_id: str, component_id: str) -> ComponentDefinition:
         """A component's definition; cached, since the call that defines it never changes."""
@@ -180,14 +287,6 @@ class ComponentService:
                 self._definitions.clear()  # bounded; a refill is one query per card
             self._definitions[key] = definition
         return definition
-
-    async def _lost(self, conn: asyncpg.Connection, user_id: str, component_id: str,
-                    via: str) -> ComponentError:
-        """Why a CAS found no row: the card is with Main (locked) or already settled."""
-        status = await store.status_of(conn, user_id, component_id)
-        reason = "locked" if status == "with-main" and via == "card" else "settled"
-        self.metrics.cas_conflicts.labels(reason).inc()
-        return ComponentError(reason, data={"status": status})
 
     async def _post_answer(self, conn: asyncpg.Connection, user_id: str, row: dict[str, Any],
                            definition: ComponentDefinition, answer: dict[str, Any], *,
@@ -214,43 +313,22 @@ class ComponentService:
 
     async def to_main(self, who: Principal, component_id: str) -> dict[str, Any]:
         """Max taps "let Main decide": open → with-main, with a hand-off into Main's thread."""
+        t = transition("to-main", Surface.CARD)
         async with self.db.transaction() as conn:
             row = await self._load(conn, who.user_id, component_id)
             card = card_of(row)
             if not main_may_take(card, _thread(row)):
                 raise ComponentError("not_transferable")
-            new = await self._hand_to_main(conn, row, card, actor="max")
+            new = await self._move(conn, who.user_id, component_id, t)
             if new is None:
-                raise ComponentError("conflict", data={
-                    "status": await store.status_of(conn, who.user_id, component_id)})
-            await timeline_store.wake_thread(conn, who.user_id, new["main_thread_id"])
-        return component_projection({**row, **new}, card.component(component_id))
-
-    async def _hand_to_main(self, conn: asyncpg.Connection, row: dict[str, Any], card: Card, *,
-                            actor: str) -> dict[str, Any] | None:
-        user_id, definition = row["user_id"], card.component(row["id"])
-        new = await store.cas_move(conn, user_id, row["id"], ["open"], "with-main")
-        if new is None:
-            return None
-        await store.mirror(conn, user_id, row["tool_message_id"], row["id"], state_of(new))
-        # the panel and push can still answer while Main holds it
-        decision = await carriers.ensure_carrier(conn, user_id, definition, _thread(row))
-        if new["decision_id"] is None:
-            await store.set_decision(conn, user_id, row["id"], decision["id"])
-            new["decision_id"] = decision["id"]
-        main_id = await timeline_store.main_thread_id(conn, user_id)
-        await timeline_store.insert_message(
-            conn, user_id=user_id, thread_id=main_id, role="user",
-            body=handoff_text(definition, row["thread_title"], row["thread_id"]),
-            source_meta={"askHandoff": {"componentId": row["id"], "threadId": row["thread_id"],
-                                        "phase": "with-main"}})
-        await store.audit(conn, user_id, row["id"], "open", "with-main", actor, None)
-        # the caller wakes Main's thread: a sweep batch does it once per user, last
-        return {**new, "main_thread_id": main_id}
+                raise await self._refuse(conn, who.user_id, component_id, t)
+            new = await self._effects(conn, t, row, new, card.component(component_id))
+        return component_projection({**row, **new}, card.component(component_id), True)
 
     async def main_answer(self, conn: asyncpg.Connection, main: Principal, component_id: str,
                           selected: Any, text: Any, reason: Any) -> None:
         """Main's ``answer_for_max`` inside the caller's transaction (with-main → main-answered)."""
+        t = transition("answer_for_max", Surface.MAIN)
         if not isinstance(reason, str) or not reason.strip():
             raise Invalid.at(["arguments", "reason"], "a reason is required: say why you chose")
         row = await self._load(conn, main.user_id, component_id)
@@ -258,65 +336,41 @@ class ComponentService:
         if definition.stakes == "irreversible":
             raise ComponentError("irreversible")
         answer = validate_answer(definition, selected, text)
-        new = await store.cas_main_answer(conn, main.user_id, component_id,
-                                          stored_answer(definition, answer), reason.strip())
+        new = await self._move(conn, main.user_id, component_id, t, via=t.surface.value,
+                               answer=stored_answer(definition, answer),
+                               main_note=reason.strip())
         if new is None:
-            status = await store.status_of(conn, main.user_id, component_id)
-            if status == "answered":
-                raise ComponentError("settled", "Max already answered this question elsewhere; "
-                                                "nothing was answered on his behalf")
-            raise ComponentError("conflict", f"The question is {status}, not with Main.",
-                                 data={"status": status})
-        await store.mirror(conn, main.user_id, row["tool_message_id"], component_id,
-                           state_of(new))
-        await self._post_answer(conn, main.user_id, row, definition, answer, by_main=True,
-                                via="main")
-        await carriers.settle_carrier(conn, main.user_id, new["decision_id"], definition, answer,
-                                      "main")
-        await store.audit(conn, main.user_id, component_id, "with-main", "main-answered", "main",
-                          "main")
+            raise await self._refuse(conn, main.user_id, component_id, t)
+        await self._effects(conn, t, row, new, definition, answer=answer, via=t.surface.value)
         self.metrics.answers.labels("main").inc()
 
     async def hand_back(self, conn: asyncpg.Connection, main: Principal, component_id: str,
                         note: Any = None) -> None:
         """Main's ``hand_back`` inside the caller's transaction: with-main → handed-back. Main's
         note, if any, is kept as ``main_reason``: Max reads it on the card ("Why?")."""
+        t = transition("hand_back", Surface.MAIN)
         if note is not None and not isinstance(note, str):
             raise Invalid.at(["arguments", "note"], "note must be a string")
         if note is not None and len(note) > MAX_NOTE_CHARS:
             raise Invalid.at(["arguments", "note"], f"at most {MAX_NOTE_CHARS} characters")
         row = await self._load(conn, main.user_id, component_id)
-        new = await store.cas_move(conn, main.user_id, component_id, ["with-main"], "handed-back",
-                                   main_note=(note or "").strip() or None)
+        new = await self._move(conn, main.user_id, component_id, t,
+                               main_note=(note or "").strip() or None)
         if new is None:
-            status = await store.status_of(conn, main.user_id, component_id)
-            raise ComponentError("conflict", f"The question is {status}, not with Main.",
-                                 data={"status": status})
-        await store.mirror(conn, main.user_id, row["tool_message_id"], component_id,
-                           state_of(new))
-        await store.audit(conn, main.user_id, component_id, "with-main", "handed-back", "main",
-                          None)
+            raise await self._refuse(conn, main.user_id, component_id, t)
+        await self._effects(conn, t, row, new, definition_of(row))
 
     async def revoke(self, who: Principal, component_id: str) -> dict[str, Any]:
         """Max revokes Main's answer: main-answered → revoked, the carrier reopens, and the
         asking thread gets an event so its agent can adjust."""
+        t = transition("revoke", Surface.CARD)
         async with self.db.transaction() as conn:
             row = await self._load(conn, who.user_id, component_id)
             definition = definition_of(row)
-            new = await store.cas_move(conn, who.user_id, component_id, ["main-answered"],
-                                       "revoked", clear_answer=True)
+            new = await self._move(conn, who.user_id, component_id, t)
             if new is None:
-                raise ComponentError("conflict", "Only an answer Main gave can be revoked.",
-                                     data={"status": row["status"]})
-            await store.mirror(conn, who.user_id, row["tool_message_id"], component_id,
-                               state_of(new))
-            await carriers.revert(conn, who.user_id, new["decision_id"], row["thread_title"])
-            await timeline_store.insert_input_and_wake(
-                conn, user_id=who.user_id, thread_id=row["thread_id"], role="event",
-                body=revoke_text(definition),
-                source_meta={"askHandoff": {"componentId": component_id, "phase": "revoked"}})
-            await store.audit(conn, who.user_id, component_id, "main-answered", "revoked", "max",
-                              None)
+                raise await self._refuse(conn, who.user_id, component_id, t, row["status"])
+            await self._effects(conn, t, row, new, definition)
         return component_projection({**row, **new, "answered_at": None}, definition)
 
     # ----- the due sweep -----
@@ -333,8 +387,10 @@ class ComponentService:
             # a batch spans users, and ids are only unique per user: key by (user_id, id)
             cards = {_key(r): card_of(r) for r in rows}
             takes = {_key(r): main_may_take(cards[_key(r)], _thread(r)) for r in rows}
-            moved = await store.sweep_move(conn, [k for k, t in takes.items() if t],
-                                           [k for k, t in takes.items() if not t])
+            moved = await store.sweep_move(
+                conn, [k for k, t in takes.items() if t], [k for k, t in takes.items() if not t],
+                to_main_target=SWEEP_TO_MAIN.target.value, keep_target=SWEEP_KEEP.target.value,
+                sources=statuses(SWEEP_TO_MAIN.sources | SWEEP_KEEP.sources))
             # the claim locked every row, so each one moved; the filter is belt and braces
             take = [r for r in rows if takes[_key(r)] and _key(r) in moved]
             keep = [r for r in rows if not takes[_key(r)] and _key(r) in moved]
@@ -347,7 +403,9 @@ class ComponentService:
     async def _sweep_writes(self, conn: asyncpg.Connection, take: list[dict[str, Any]],
                             keep: list[dict[str, Any]], cards: dict[store.Key, Card],
                             moved: dict[store.Key, dict[str, Any]]) -> None:
-        """Everything a swept batch implies. Lock order: tool rows ascending (in
+        """The effects of the sweep rows (``ENSURE_CARRIER`` for both, ``HANDOFF_MESSAGE`` for
+        ``to-main``), set-wise, plus the mirror and the audit of the hand-overs (a kept card's
+        status does not change, so it has no audit row). Lock order: tool rows ascending (in
         ``mirror_many``), then carriers, then the Main threads' turns in thread id order."""
         patches: dict[int, dict[str, Any]] = {}
         for row in take + keep:
@@ -370,7 +428,10 @@ class ComponentService:
                                             "threadId": row["thread_id"],
                                             "phase": "with-main"}}}
             for row in take])
-        await store.audit_to_main(conn, [(row["user_id"], row["id"]) for row in take])
+        await store.audit_many(conn, [(row["user_id"], row["id"]) for row in take],
+                               from_status=Status.OPEN.value,
+                               to_status=SWEEP_TO_MAIN.target.value,
+                               actor=SWEEP_TO_MAIN.actor.value)
 
     async def sweep_due_all(self, limit: int = 500) -> dict[str, int]:
         """Sweep batches until nothing is due (``maxclaw sweep``)."""
@@ -385,4 +446,5 @@ class ComponentService:
     async def open_components(self, user_id: str, thread_id: str) -> list[str]:
         """Ids of the thread's cards that are not settled (what ``finish`` reports)."""
         async with self.db.connection() as conn:
-            return await store.thread_components(conn, user_id, thread_id, UNSETTLED)
+            return await store.thread_components(conn, user_id, thread_id,
+                                                 statuses(UNSETTLED))

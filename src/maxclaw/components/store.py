@@ -1,7 +1,9 @@
 """SQL for cards: component rows, the CAS transitions, the display mirror, the audit trail.
 
-Every transition is ``UPDATE … WHERE id = $1 AND user_id = $2 AND status = ANY($3) RETURNING *``:
-no row back means another surface got there first, and the caller writes nothing else.
+Every transition is one statement, ``TRANSITION``: ``UPDATE … WHERE id = $1 AND user_id = $2
+AND status = ANY($3) RETURNING *`` with its mirror and audit row, the from-states coming from
+``components/machine.py``. No row back means another surface got there first, and nothing was
+written. The due sweep moves a batch set-wise (``SWEEP_MOVE``, ``MIRROR_MANY``, ``AUDIT_MANY``).
 """
 
 from __future__ import annotations
@@ -31,61 +33,47 @@ INSERT INTO message_components (id, user_id, thread_id, message_id, tool_message
 SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::bigint[], $5::bigint[], $6::text[],
                      $7::text[], $8::bool[], $9::timestamptz[], $10::bigint[])
 """
-# Max's answer in one statement: lock the row, CAS it, patch the mirror, append the audit row.
-# prev's FOR UPDATE waits for a concurrent writer and then sees its committed status, so the
-# CAS and the audit's from_status are judged on the latest state. The mirror and audit CTEs
-# only touch rows when upd returned one: a lost CAS writes nothing.
-CAS_ANSWER = f"""
+# Every transition, in one statement: lock the row, CAS it, patch the mirror, append the audit
+# row. prev's FOR UPDATE waits for a concurrent writer and then sees its committed status, so
+# the CAS and the audit's from_status are judged on the latest state. The mirror and audit
+# CTEs only touch rows when upd returned one: a lost CAS writes nothing.
+#   $1 id, $2 user_id, $3 from-states (the transitions table's), $4 to-state,
+#   $5 set_answer: write $6..$8 into answer/answered_by/answered_via (NULLs clear them),
+#   $9 a note for main_reason (NULL keeps it), $10 actor, $11 the audit's via,
+#   $12 the statuses the card itself answers from (``answerable_here`` in the mirror),
+#   $13 ``main_may_take`` in the mirror.
+# The mirrored state is built from the updated row, so display.states cannot disagree with it.
+TRANSITION = f"""
 WITH prev AS (
     SELECT id, status FROM message_components WHERE id = $1 AND user_id = $2::uuid FOR UPDATE
 ), upd AS (
     UPDATE message_components c
-       SET status = 'answered', answer = $4::jsonb, answered_by = 'max', answered_via = $5,
-           answered_at = now(), due_at = NULL, updated_at = now()
+       SET status = $4,
+           answer = CASE WHEN $5 THEN $6::jsonb ELSE c.answer END,
+           answered_by = CASE WHEN $5 THEN $7::text ELSE c.answered_by END,
+           answered_via = CASE WHEN $5 THEN $8::text ELSE c.answered_via END,
+           answered_at = CASE WHEN NOT $5 THEN c.answered_at
+                              WHEN $6::jsonb IS NULL THEN NULL ELSE now() END,
+           main_reason = coalesce($9::text, c.main_reason),
+           due_at = NULL, updated_at = now()
       FROM prev
      WHERE c.user_id = $2::uuid AND c.id = prev.id AND prev.status = ANY($3::text[])
     RETURNING {COMPONENT_COLUMNS}, prev.status AS from_status
 ), mirror AS (
-    UPDATE messages m SET display = jsonb_set(m.display, ARRAY['states', upd.id], $6::jsonb)
+    UPDATE messages m
+       SET display = jsonb_set(m.display, ARRAY['states', upd.id], jsonb_build_object(
+               'status', upd.status, 'answered_by', upd.answered_by,
+               'answered_via', upd.answered_via, 'answer', upd.answer, 'due_at', upd.due_at,
+               'answerable_here', upd.status = ANY($12::text[]), 'main_may_take', $13::bool))
       FROM upd WHERE m.id = upd.tool_message_id
 ), audit AS (
     INSERT INTO component_audit (user_id, component_id, from_status, to_status, actor, via)
-    SELECT upd.user_id::uuid, upd.id, upd.from_status, 'answered', 'max', $5 FROM upd
+    SELECT upd.user_id::uuid, upd.id, upd.from_status, upd.status, $10, $11 FROM upd
 )
 SELECT * FROM upd
 """
-CAS_MAIN_ANSWER = """
-UPDATE message_components
-   SET status = 'main-answered', answer = $3::jsonb, answered_by = 'main', answered_via = 'main',
-       main_reason = $4, answered_at = now(), updated_at = now()
- WHERE id = $1 AND user_id = $2::uuid AND status = 'with-main'
-RETURNING status, answered_by, answered_via, answer, due_at, decision_id
-"""
-# to-main, hand-back, revoke: a status change that keeps or clears the answer
-CAS_MOVE = """
-UPDATE message_components
-   SET status = $4, due_at = NULL, updated_at = now(),
-       answer = CASE WHEN $5 THEN NULL ELSE answer END,
-       answered_by = CASE WHEN $5 THEN NULL ELSE answered_by END,
-       answered_via = CASE WHEN $5 THEN NULL ELSE answered_via END,
-       answered_at = CASE WHEN $5 THEN NULL ELSE answered_at END,
-       main_reason = coalesce($6::text, main_reason)
- WHERE id = $1 AND user_id = $2::uuid AND status = ANY($3::text[])
-RETURNING status, answered_by, answered_via, answer, due_at, decision_id
-"""
 SET_DECISION = """
 UPDATE message_components SET decision_id = $3 WHERE id = $1 AND user_id = $2::uuid
-"""
-# The mirror: patch one component's state inside the tool row's display. jsonb_set is
-# re-evaluated on the latest row version, so concurrent answers to two components of one card
-# both land.
-MIRROR = """
-UPDATE messages SET display = jsonb_set(display, ARRAY['states', $3::text], $4::jsonb)
- WHERE id = $1 AND user_id = $2::uuid
-"""
-AUDIT = """
-INSERT INTO component_audit (user_id, component_id, from_status, to_status, actor, via)
-VALUES ($1::uuid, $2, $3, $4, $5, $6)
 """
 THREAD_COMPONENTS = """
 SELECT id FROM message_components
@@ -93,6 +81,9 @@ SELECT id FROM message_components
  ORDER BY posted_at, id
 """
 # The sweeper's claim: the partial index message_components_due makes this cost what is due.
+# Its status is written out (not a parameter) because the index predicate must be provable from
+# the query's text under a generic plan; tests/unit/test_machine.py checks that 'open' is
+# exactly the sweep transitions' from-state.
 CLAIM_DUE = f"""
 SELECT {COMPONENT_COLUMNS}, m.tool_calls, t.kind AS thread_kind, t.category, t.title AS thread_title
   FROM message_components c
@@ -125,49 +116,24 @@ async def insert_components(conn: asyncpg.Connection, rows: list[dict[str, Any]]
     await conn.execute(INSERT_COMPONENTS, *[[r[c] for r in rows] for c in cols])
 
 
-async def cas_answer(conn: asyncpg.Connection, user_id: str, component_id: str,
-                     from_statuses: list[str], answer: dict[str, Any], via: str,
-                     state: dict[str, Any]) -> dict[str, Any] | None:
-    """open|revoked|handed-back(|with-main) → answered by Max, with ``state`` mirrored into the
-    tool row's display and the transition audited; None if the CAS lost."""
-    row = await conn.fetchrow(CAS_ANSWER, component_id, user_id, from_statuses, answer, via,
-                              state)
-    return dict(row) if row else None
-
-
-async def cas_main_answer(conn: asyncpg.Connection, user_id: str, component_id: str,
-                          answer: dict[str, Any], reason: str) -> dict[str, Any] | None:
-    """with-main → main-answered; None if the CAS lost."""
-    row = await conn.fetchrow(CAS_MAIN_ANSWER, component_id, user_id, answer, reason)
-    return dict(row) if row else None
-
-
-async def cas_move(conn: asyncpg.Connection, user_id: str, component_id: str,
-                   from_statuses: list[str], to_status: str,
-                   clear_answer: bool = False,
-                   main_note: str | None = None) -> dict[str, Any] | None:
-    """A status change without a new answer (to-main, hand-back, revoke); None if it lost.
-    ``main_note`` (Main's note on a hand-back) is kept in ``main_reason``."""
-    row = await conn.fetchrow(CAS_MOVE, component_id, user_id, from_statuses, to_status,
-                              clear_answer, main_note)
+async def transition(conn: asyncpg.Connection, user_id: str, component_id: str, *,
+                     sources: list[str], target: str, actor: str, via: str | None,
+                     answerable_here: list[str], main_may_take: bool = False,
+                     set_answer: bool = False, answer: dict[str, Any] | None = None,
+                     answered_by: str | None = None, answered_via: str | None = None,
+                     main_note: str | None = None) -> dict[str, Any] | None:
+    """One transition (``TRANSITION``): the CAS from ``sources`` to ``target``, the mirror and
+    the audit row; None if the CAS lost (and then nothing was written). ``set_answer`` writes
+    ``answer``/``answered_by``/``answered_via`` (all None: the answer is cleared)."""
+    row = await conn.fetchrow(TRANSITION, component_id, user_id, sources, target, set_answer,
+                              answer, answered_by, answered_via, main_note, actor, via,
+                              answerable_here, main_may_take)
     return dict(row) if row else None
 
 
 async def set_decision(conn: asyncpg.Connection, user_id: str, component_id: str,
                        decision_id: int) -> None:
     await conn.execute(SET_DECISION, component_id, user_id, decision_id)
-
-
-async def mirror(conn: asyncpg.Connection, user_id: str, tool_message_id: int,
-                 component_id: str, state: dict[str, Any]) -> None:
-    """Patch ``display.states[component_id]`` on the tool row."""
-    await conn.execute(MIRROR, tool_message_id, user_id, component_id, state)
-
-
-async def audit(conn: asyncpg.Connection, user_id: str, component_id: str, from_status: str | None,
-                to_status: str, actor: str, via: str | None) -> None:
-    """Append one transition to the audit trail (never the answer itself)."""
-    await conn.execute(AUDIT, user_id, component_id, from_status, to_status, actor, via)
 
 
 async def thread_components(conn: asyncpg.Connection, user_id: str, thread_id: str,
@@ -182,14 +148,16 @@ async def claim_due(conn: asyncpg.Connection, now: datetime, limit: int) -> list
 
 # ----- the due sweep, set-wise: a batch costs a fixed number of statements, not ~8 per card ----
 
-# open → with-main (to_main) or open with its due time cleared (kept) for the claimed rows;
-# a component is named by (user_id, id): ids are the caller's and only unique per user
+# The two sweep transitions for the claimed rows: ``to-main`` (x.to_main → $4) and
+# ``keep-open`` (the others → $5, due time cleared), both only from $6 (the table's
+# from-states); a component is named by (user_id, id): ids are the caller's and only unique
+# per user
 SWEEP_MOVE = """
 UPDATE message_components c
-   SET status = CASE WHEN x.to_main THEN 'with-main' ELSE c.status END,
+   SET status = CASE WHEN x.to_main THEN $4 ELSE $5 END,
        due_at = NULL, updated_at = now()
   FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(user_id, id, to_main)
- WHERE c.user_id = x.user_id AND c.id = x.id AND c.status = 'open'
+ WHERE c.user_id = x.user_id AND c.id = x.id AND c.status = ANY($6::text[])
 RETURNING c.user_id::text, c.id, c.status, c.answered_by, c.answered_via, c.answer, c.due_at,
           c.decision_id
 """
@@ -210,7 +178,7 @@ UPDATE message_components c SET decision_id = x.decision_id
 """
 AUDIT_MANY = """
 INSERT INTO component_audit (user_id, component_id, from_status, to_status, actor, via)
-SELECT x.user_id, x.component_id, 'open', 'with-main', 'sweeper', NULL
+SELECT x.user_id, x.component_id, $3, $4, $5, NULL
   FROM unnest($1::uuid[], $2::text[]) AS x(user_id, component_id)
 """
 
@@ -218,13 +186,16 @@ SELECT x.user_id, x.component_id, 'open', 'with-main', 'sweeper', NULL
 Key = tuple[str, str]  # (user_id, component id)
 
 
-async def sweep_move(conn: asyncpg.Connection, to_main: list[Key],
-                     keep_open: list[Key]) -> dict[Key, dict[str, Any]]:
-    """Move the claimed cards: ``to_main`` → with-main, ``keep_open`` stay open without a due
-    time. Returns the new state of each card moved, by ``(user_id, id)``."""
+async def sweep_move(conn: asyncpg.Connection, to_main: list[Key], keep_open: list[Key], *,
+                     to_main_target: str, keep_target: str,
+                     sources: list[str]) -> dict[Key, dict[str, Any]]:
+    """Move the claimed cards: ``to_main`` → ``to_main_target``, ``keep_open`` →
+    ``keep_target`` without a due time, both only from ``sources``. Returns the new state of
+    each card moved, by ``(user_id, id)``."""
     keys = to_main + keep_open
     rows = await conn.fetch(SWEEP_MOVE, [u for u, _ in keys], [i for _, i in keys],
-                            [True] * len(to_main) + [False] * len(keep_open))
+                            [True] * len(to_main) + [False] * len(keep_open), to_main_target,
+                            keep_target, sources)
     return {(r["user_id"], r["id"]): dict(r) for r in rows}
 
 
@@ -241,6 +212,8 @@ async def set_decisions(conn: asyncpg.Connection, decision_ids: dict[Key, int]) 
                        list(decision_ids.values()))
 
 
-async def audit_to_main(conn: asyncpg.Connection, rows: list[tuple[str, str]]) -> None:
-    """Audit ``(user_id, component_id)`` hand-overs by the sweeper."""
-    await conn.execute(AUDIT_MANY, [u for u, _ in rows], [c for _, c in rows])
+async def audit_many(conn: asyncpg.Connection, rows: list[tuple[str, str]], *, from_status: str,
+                     to_status: str, actor: str) -> None:
+    """Audit one transition of several ``(user_id, component_id)`` (the sweep's hand-overs)."""
+    await conn.execute(AUDIT_MANY, [u for u, _ in rows], [c for _, c in rows], from_status,
+                       to_status, actor)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -27,6 +28,34 @@ SELECT {THREAD_COLUMNS},
                                   ORDER BY m.id DESC LIMIT 1) r) AS call_row
   FROM threads WHERE user_id = $1::uuid AND id = $2::uuid
 """
+
+
+# What a post with "execute": true needs before it writes, in one read: the thread, the results
+# already stored for its calls (a retried post replays them) and whether Max is watching the
+# thread (a card's due time and carrier depend on it).
+POST_CONTEXT = f"""
+SELECT {THREAD_COLUMNS},
+       (SELECT coalesce(jsonb_agg(m.tool_call_id), '[]'::jsonb) FROM messages m
+         WHERE m.user_id = $1::uuid AND m.thread_id = $2::uuid AND m.role = 'tool'
+           AND m.tool_call_id = ANY($3::text[])) AS done,
+       EXISTS (SELECT 1 FROM presence p
+                WHERE p.user_id = $1::uuid AND p.thread_id = $2::uuid AND p.expires_at > $4)
+         AS watching
+  FROM threads WHERE user_id = $1::uuid AND id = $2::uuid
+"""
+
+
+async def post_context(conn: asyncpg.Connection, user_id: str, thread_id: str,
+                       tool_call_ids: list[str], now: datetime,
+                       ) -> tuple[dict[str, Any], list[str], bool] | None:
+    """``(thread, call ids that already have a result, watching)``; None when the thread is
+    not the user's."""
+    row = await conn.fetchrow(POST_CONTEXT, user_id, thread_id, tool_call_ids, now)
+    if row is None:
+        return None
+    thread = dict(row)
+    done, watching = thread.pop("done"), thread.pop("watching")
+    return thread, list(done), bool(watching)
 
 
 async def call_context(conn: asyncpg.Connection, user_id: str, thread_id: str,

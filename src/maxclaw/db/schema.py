@@ -161,9 +161,13 @@ decisions = sa.Table(
     sa.Column("settled_at", TS),
     sa.Column("updated_at", TS, nullable=False, server_default=NOW),
     *_rev_columns(),
+    # when Max dismissed an item the panel keeps after settling ("answered by Main")
+    sa.Column("dismissed_at", TS),
     sa.CheckConstraint("status IN ('open', 'settled')", name="decisions_status_check"),
-    sa.CheckConstraint("settled_via IS NULL OR settled_via IN ('card', 'decision', 'push', 'main')",
-                       name="decisions_settled_via_check"),
+    sa.CheckConstraint(
+        "settled_via IS NULL OR settled_via IN ('card', 'decision', 'push', 'main', 'withdrawn',"
+        " 'expired')",
+        name="decisions_settled_via_check"),
     sa.UniqueConstraint("user_id", "dedupe_key", name="decisions_user_dedupe_key"),
     sa.Index("decisions_user_status", "user_id", "status", "id"),
     sa.Index("decisions_user_sync", "user_id", "xid", "rev"),
@@ -197,12 +201,17 @@ message_components = sa.Table(
     sa.Column("answered_at", TS),
     sa.Column("seen_at", TS),
     sa.Column("updated_at", TS, nullable=False, server_default=NOW),
+    # the lifecycle (0005_lifecycle): when it expires unanswered, why the agent withdrew it
+    sa.Column("expires_at", TS),
+    sa.Column("withdrawn_reason", sa.Text),
+    sa.Column("superseded_by", sa.Text),
     sa.CheckConstraint("kind IN ('choice', 'text', 'secret', 'object')",
                        name="message_components_kind_check"),
     sa.CheckConstraint("stakes IN ('normal', 'irreversible')",
                        name="message_components_stakes_check"),
     sa.CheckConstraint(
-        "status IN ('open', 'answered', 'with-main', 'main-answered', 'revoked', 'handed-back')",
+        "status IN ('open', 'answered', 'with-main', 'main-answered', 'revoked', 'handed-back',"
+        " 'withdrawn', 'expired')",
         name="message_components_status_check"),
     sa.CheckConstraint("answered_by IS NULL OR answered_by IN ('max', 'main')",
                        name="message_components_answered_by_check"),
@@ -212,6 +221,9 @@ message_components = sa.Table(
     sa.Index("message_components_due", "due_at",
              postgresql_where=sa.text("status = 'open' AND due_at IS NOT NULL")),
     sa.Index("message_components_thread", "thread_id", "status"),
+    sa.Index("message_components_expiry", "expires_at",
+             postgresql_where=sa.text("status IN ('open', 'with-main', 'handed-back', 'revoked')"
+                                      " AND expires_at IS NOT NULL")),
     sa.Index("message_components_tool_message", "tool_message_id"),
 )
 

@@ -1,13 +1,24 @@
-"""The push dispatcher: claims due outbox rows, sends them, records the outcome.
+"""The push dispatcher: claims due outbox rows, sends them, acknowledges each delivery.
 
 Runs as a background job inside ``maxclaw serve`` (when ``run_push_dispatcher``) and alone as
-``maxclaw push-worker``; any number of them may share one database. Each row is claimed with
-``FOR UPDATE SKIP LOCKED`` and a lease, so two dispatchers never hold one row at once, and a
-dispatcher that dies leaves a lease that lapses. A send is bounded by ``send_timeout_s``,
-well under the lease, so a live dispatcher always finishes (and records) a send before anyone
-else may claim the row again. The outbox id travels with every send as the idempotency key.
+``maxclaw push-worker``; any number of them may share one database.
 
-It polls, and also LISTENs on ``maxclaw_push`` (a hint the enqueue sends) to wake at once.
+- **Claims** take rows with ``FOR UPDATE SKIP LOCKED`` and a short lease (``push_lease_s``,
+  10 s), fairly between users (``store.CLAIM_DUE``), and never more rows than the dispatcher has
+  free delivery slots: a claimed row is being sent, not waiting in a batch.
+- **Deliveries** run concurrently, at most ``push_concurrency`` at once and
+  ``push_endpoint_concurrency`` to one host; a slot freed is refilled by the next claim.
+- **Acknowledgement per delivery**: each success is marked ``sent`` as soon as it completes
+  (completions that finish while one acknowledgement is being written share the next one, a
+  group commit). A ``kill -9`` therefore re-sends at most the rows that were in flight at that
+  moment (claimed, not yet acknowledged: at most ``push_concurrency``), with the same
+  ``Idempotency-Key`` (the outbox id), once their lease lapses.
+- **Heartbeats** extend the leases of every row still in flight every third of a lease, so a
+  slow endpoint keeps its row rather than being raced by another dispatcher, while a dead
+  dispatcher's rows are claimed again within one lease.
+- **Wake-ups**: a LISTEN on ``maxclaw_push`` (the hint every enqueue sends) and an
+  in-process hint wake the loop at once; a poll tick covers a lost hint, and a scheduled retry
+  wakes it when due. Every write that follows a send is fenced by the attempt number claimed.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ import random
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -33,6 +45,7 @@ log = logging.getLogger("maxclaw.push")
 
 CHANNEL = "maxclaw_push"
 LISTEN_RETRY_S = 30.0
+CLAIM_MAX = 64  # rows per claim statement
 
 
 def backoff_delay(attempt: int, *, base_s: float, max_s: float, rng: random.Random) -> float:
@@ -41,48 +54,96 @@ def backoff_delay(attempt: int, *, base_s: float, max_s: float, rng: random.Rand
     return rng.uniform(ceiling / 2, ceiling)
 
 
+def endpoint_of(platform: str, config: Mapping[str, Any]) -> str:
+    """The host a delivery goes to, for the per-endpoint bound (one per platform otherwise)."""
+    url = config.get("url") or config.get("endpoint")
+    if isinstance(url, str):
+        with contextlib.suppress(ValueError):
+            return f"{platform}:{urlsplit(url).netloc.lower()}"
+    return platform
+
+
 class Dispatcher:
     """A ``Job``: ``start`` runs the loop in a task; ``run_once`` is one claim-and-send pass."""
 
     name = "push-dispatcher"
 
     def __init__(self, db: Database, adapters: Mapping[str, Adapter], *, settings: Settings,
-                 metrics: Metrics, clock: Clock | None = None, batch: int = 50,
-                 lease_s: float = 60.0, send_timeout_s: float = 20.0, poll_s: float = 1.0,
-                 concurrency: int = 16, listen: bool = True,
+                 metrics: Metrics, clock: Clock | None = None, batch: int = CLAIM_MAX,
+                 lease_s: float | None = None, send_timeout_s: float = 20.0,
+                 poll_s: float = 1.0, concurrency: int | None = None,
+                 endpoint_concurrency: int | None = None, listen: bool = True,
                  rng: random.Random | None = None) -> None:
-        if send_timeout_s >= lease_s:
-            raise ValueError("send_timeout_s must be shorter than lease_s")
         self.db = db
         self.adapters = dict(adapters)
         self.settings = settings
         self.metrics = metrics
         self.clock = clock or SystemClock()
         self.batch = batch
-        self.lease_s = lease_s
+        self.lease_s = lease_s if lease_s is not None else settings.push_lease_s
+        self.heartbeat_s = self.lease_s / 3
         self.send_timeout_s = send_timeout_s
         self.poll_s = poll_s
         self.listen = listen
         self.rng = rng or random.Random()
-        self._slots = asyncio.Semaphore(concurrency)
+        self.concurrency = concurrency or settings.push_concurrency
+        self.endpoint_concurrency = endpoint_concurrency or settings.push_endpoint_concurrency
+        self._endpoints: dict[str, asyncio.Semaphore] = {}
+        self._held: dict[int, int] = {}  # in flight: outbox id -> the attempt claimed
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._acks: list[tuple[Delivery, asyncio.Future[bool]]] = []
+        self._acker: asyncio.Task[None] | None = None
+        self._more_due = False  # the last claim filled up: refill as slots free
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
         self._listener: asyncpg.Connection | None = None
         self._listen_tried_at = float("-inf")
         self._next_retry: datetime | None = None
 
-    # -- one pass ------------------------------------------------------------------------
+    @property
+    def in_flight(self) -> int:
+        """Rows claimed and not yet acknowledged (what a crash now could re-send)."""
+        return len(self._held)
+
+    def hint(self) -> None:
+        """Something was queued (in-process enqueue): claim now rather than at the next tick."""
+        self._wake.set()
+
+    # -- claiming --------------------------------------------------------------------------
+
+    async def _claim(self) -> list[asyncio.Task[None]]:
+        """Claim as many due rows as there are free slots and start their deliveries."""
+        free = min(self.concurrency - len(self._held), self.batch)
+        if free <= 0:
+            return []
+        async with self.db.connection() as conn:
+            rows = await store.claim_due(conn, now=self.clock.now(), limit=free,
+                                         lease_s=self.lease_s)
+        self._more_due = len(rows) == free
+        started = []
+        for row in rows:
+            self._held[int(row["id"])] = int(row["attempts"])
+            task = asyncio.create_task(self._run_delivery(row), name="push-delivery")
+            self._tasks.add(task)
+            task.add_done_callback(self._delivery_done)
+            started.append(task)
+        return started
+
+    def _delivery_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        # refill once a quarter of the slots are free (not one claim statement per delivery)
+        if self._more_due and self.concurrency - len(self._held) >= max(1, self.concurrency // 4):
+            self._wake.set()
 
     async def run_once(self) -> int:
-        """Claim one batch of due rows, send them concurrently; returns how many were claimed."""
-        now = self.clock.now()
-        async with self.db.connection() as conn:
-            rows = await store.claim_due(conn, now=now, limit=self.batch, lease_s=self.lease_s)
-        if rows:
-            outcomes = await asyncio.gather(*(self._deliver(row) for row in rows))
-            await self._record_sent([d for d in outcomes if d is not None])
-        return len(rows)
+        """Claim what fits in the free slots, deliver it all; returns how many were claimed."""
+        async with self._heartbeating():
+            tasks = await self._claim()
+            if tasks:
+                await asyncio.gather(*tasks)
+        return len(tasks)
 
     async def run_until_idle(self, max_passes: int = 1000) -> int:
         """Pass after pass until nothing is due (tests and one-shot tools); returns rows claimed."""
@@ -94,8 +155,19 @@ class Dispatcher:
                 break
         return total
 
-    async def _deliver(self, row: dict[str, Any]) -> Delivery | None:
-        """Send one row; failures are recorded here, a success is returned for the batch."""
+    # -- one delivery ----------------------------------------------------------------------
+
+    async def _run_delivery(self, row: dict[str, Any]) -> None:
+        outbox_id = int(row["id"])
+        try:
+            await self._deliver(row)
+        except Exception:  # the row stays 'sending'; its lease lapses and it is sent again
+            log.exception("push delivery could not be recorded", extra={"outbox_id": outbox_id})
+        finally:
+            self._held.pop(outbox_id, None)
+
+    async def _deliver(self, row: dict[str, Any]) -> None:
+        """Send one row and record the outcome: acknowledged, retry, dead or device gone."""
         delivery = Delivery(
             outbox_id=row["id"], user_id=str(row["user_id"]), device_id=row["device_id"],
             decision_id=row["decision_id"], kind=row["kind"], payload=row["payload"],
@@ -107,9 +179,13 @@ class Dispatcher:
             await self._fail(delivery, DeliveryError(
                 f"gave up after {delivery.attempt - 1} attempts (the last lease lapsed)",
                 retryable=False))
-            return None
+            return
         adapter = self.adapters.get(delivery.platform)
-        async with self._slots:
+        key = endpoint_of(delivery.platform, delivery.config)
+        slot = self._endpoints.get(key)
+        if slot is None:
+            slot = self._endpoints[key] = asyncio.Semaphore(self.endpoint_concurrency)
+        async with slot:
             try:
                 if adapter is None:
                     raise DeliveryError(f"no adapter for platform {delivery.platform!r}",
@@ -117,32 +193,81 @@ class Dispatcher:
                 await asyncio.wait_for(adapter.send(delivery), self.send_timeout_s)
             except DeliveryError as exc:
                 await self._fail(delivery, exc)
-                return None
+                return
             except TimeoutError:
                 await self._fail(delivery, DeliveryError(
                     f"send timed out after {self.send_timeout_s:g}s"))
-                return None
+                return
             except Exception as exc:  # an adapter bug must not kill the loop or lose the row
                 log.exception("push adapter failed", extra=self._extra(delivery))
                 await self._fail(delivery, DeliveryError(f"{type(exc).__name__}: {exc}"))
-                return None
-        return delivery
+                return
+        held = await self._acknowledge(delivery)
+        self.metrics.pushes.labels(delivery.platform, "sent").inc()
+        if held:
+            log.info("push sent", extra=self._extra(delivery))
+        else:
+            log.warning("push sent after its lease was lost", extra=self._extra(delivery))
 
-    async def _record_sent(self, sent: list[Delivery]) -> None:
-        """Mark a pass's deliveries sent in one statement (a commit per row capped throughput;
-        the cost is that a crash between send and this write re-sends the pass's rows once
-        their lease lapses, with the same idempotency keys)."""
-        if not sent:
+    async def _acknowledge(self, delivery: Delivery) -> bool:
+        """Mark this delivery sent, sharing a statement with the others that completed while
+        the previous acknowledgement was written; False when the row was no longer ours."""
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._acks.append((delivery, done))
+        if self._acker is None or self._acker.done():
+            self._acker = asyncio.create_task(self._write_acks(), name="push-acks")
+        return await done
+
+    async def _write_acks(self) -> None:
+        while self._acks:
+            batch, self._acks = self._acks, []
+            try:
+                async with self.db.connection() as conn:
+                    held = await store.mark_sent_many(
+                        conn, sent=[(d.outbox_id, d.attempt) for d, _ in batch],
+                        now=self.clock.now())
+            except Exception as exc:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                continue
+            for delivery, done in batch:
+                if not done.done():
+                    done.set_result(delivery.outbox_id in held)
+
+    # -- heartbeats ------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _heartbeating(self) -> Any:
+        """Heartbeats for the duration of a block, unless the loop already runs them."""
+        if self._heartbeat is not None and not self._heartbeat.done():
+            yield
             return
-        async with self.db.connection() as conn:
-            held = await store.mark_sent_many(
-                conn, sent=[(d.outbox_id, d.attempt) for d in sent], now=self.clock.now())
-        for delivery in sent:
-            self.metrics.pushes.labels(delivery.platform, "sent").inc()
-            if delivery.outbox_id in held:
-                log.info("push sent", extra=self._extra(delivery))
-            else:
-                log.warning("push sent after its lease was lost", extra=self._extra(delivery))
+        self._heartbeat = asyncio.create_task(self._heartbeat_loop(), name="push-heartbeat")
+        try:
+            yield
+        finally:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+            self._heartbeat = None
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            held = list(self._held.items())
+            if not held:
+                continue
+            try:
+                async with self.db.connection() as conn:
+                    kept = await store.extend_leases(conn, held=held, now=self.clock.now(),
+                                                     lease_s=self.lease_s)
+            except Exception:
+                log.exception("push lease heartbeat failed; retrying")
+                continue
+            lost = [i for i, _ in held if i not in kept and i in self._held]
+            if lost:
+                log.warning("push leases lost while sending", extra={"outbox_ids": lost[:20]})
 
     async def _fail(self, delivery: Delivery, exc: DeliveryError) -> None:
         final = not exc.retryable or delivery.attempt >= self.settings.push_max_attempts
@@ -191,7 +316,8 @@ class Dispatcher:
         self._task = asyncio.create_task(self.run_forever(), name=self.name)
 
     async def stop(self) -> None:
-        """Finish the batch in flight, stop the loop, close adapters and the LISTEN connection."""
+        """Stop claiming, let the deliveries in flight finish (bounded by the send timeout),
+        stop the loop, close adapters and the LISTEN connection."""
         self._stopping.set()
         self._wake.set()
         if self._task is not None:
@@ -214,19 +340,26 @@ class Dispatcher:
         await self._unlisten()
 
     async def run_forever(self) -> None:
-        """Claim and send until ``stop``; wake on a hint, a scheduled retry, or the poll tick."""
-        while not self._stopping.is_set():
-            await self._ensure_listening()
-            self._wake.clear()
+        """Claim into free slots until ``stop``; wake on a hint, a freed slot while more is
+        due, a scheduled retry, or the poll tick. On stop, the deliveries in flight finish."""
+        async with self._heartbeating():
             try:
-                claimed = await self.run_once()
-            except Exception:
-                log.exception("push dispatcher pass failed; retrying after the poll interval")
-                claimed = 0
-            if claimed >= self.batch:
-                continue  # more may be due right now
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._idle_wait())
+                while not self._stopping.is_set():
+                    await self._ensure_listening()
+                    self._wake.clear()
+                    try:
+                        await self._claim()
+                    except Exception:
+                        log.exception("push dispatcher claim failed; retrying after the poll "
+                                      "interval")
+                        self._more_due = False
+                    if self._more_due and len(self._held) < self.concurrency:
+                        continue  # more is due and there is room for it now
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self._idle_wait())
+            finally:
+                if self._tasks:
+                    await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _idle_wait(self) -> float:
         wait = self.poll_s

@@ -35,14 +35,17 @@ WITH queued AS (
     RETURNING id
 )""" + COUNT_AND_HINT
 
-# -- claim: due rows, oldest first, never two rows of one (decision, device) at once ---------
+# -- claim: due rows, fairly between users, never two rows of one (decision, device) at once --
 # A 'sending' row's next_attempt_at is its lease end, so one partial index serves both fresh
 # rows and rows whose lease lapsed. The NOT EXISTS keeps each (decision, device) in id order:
 # a withdraw never overtakes the notification it withdraws, and a reopened decision's new
-# notification never overtakes the withdraw.
+# notification never overtakes the withdraw. Fairness: of the oldest ``$4`` ready rows, each
+# user's first row comes before anyone's second (``turn``), so one user's thousand devices
+# take one slot of a claim, not all of them, and another user's single push is not queued
+# behind them.
 CLAIM_DUE = """
-WITH due AS (
-    SELECT o.id
+WITH ready AS (
+    SELECT o.id, o.user_id, o.next_attempt_at
     FROM push_outbox AS o
     WHERE o.status IN ('pending', 'sending') AND o.next_attempt_at <= $1
       AND NOT EXISTS (
@@ -50,6 +53,17 @@ WITH due AS (
           WHERE e.decision_id = o.decision_id AND e.device_id = o.device_id AND e.id < o.id
             AND e.status IN ('pending', 'sending'))
     ORDER BY o.next_attempt_at
+    LIMIT $4
+), ranked AS (
+    SELECT r.id, r.next_attempt_at,
+           row_number() OVER (PARTITION BY r.user_id ORDER BY r.next_attempt_at, r.id) AS turn
+    FROM ready AS r
+), due AS (
+    -- the lock sits under the LIMIT: rows another dispatcher holds do not use up the claim
+    SELECT o.id
+    FROM push_outbox AS o JOIN ranked AS r ON r.id = o.id
+    WHERE o.status IN ('pending', 'sending') AND o.next_attempt_at <= $1
+    ORDER BY r.turn, r.next_attempt_at, r.id
     LIMIT $2
     FOR UPDATE OF o SKIP LOCKED
 )
@@ -63,12 +77,25 @@ RETURNING o.id, o.user_id, o.device_id, o.decision_id, o.kind, o.collapse_id, o.
           o.attempts, o.lease_until, d.platform, d.config, d.secret
 """
 
+# the heartbeat: a live dispatcher extends the lease of every row it still holds (fenced by
+# the attempt it claimed), so a slow endpoint keeps its row instead of being raced by another
+# dispatcher once a short lease runs out
+EXTEND_LEASES = """
+UPDATE push_outbox AS o
+SET lease_until = $3::timestamptz + make_interval(secs => $4),
+    next_attempt_at = $3::timestamptz + make_interval(secs => $4)
+FROM unnest($1::bigint[], $2::int[]) AS s(id, attempt)
+WHERE o.id = s.id AND o.status = 'sending' AND o.attempts = s.attempt
+RETURNING o.id
+"""
+
 MARK_SENT = """
 UPDATE push_outbox SET status = 'sent', sent_at = $3, lease_until = NULL
 WHERE id = $1 AND status = 'sending' AND attempts = $2
 """
 
-# the rows of one pass that were delivered, in one statement (one commit instead of one each)
+# the deliveries that completed since the last acknowledgement, in one statement (a group
+# commit: one commit for whatever finished while the previous one was being written)
 MARK_SENT_MANY = """
 UPDATE push_outbox AS o SET status = 'sent', sent_at = $3, lease_until = NULL
 FROM unnest($1::bigint[], $2::int[]) AS s(id, attempt)
@@ -139,35 +166,59 @@ async def enqueue(conn: asyncpg.Connection, *, user_id: str, decision_id: int | 
     return int(row["n"]) if row else 0
 
 
-# The withdraw of a settled decision in one statement: its notifications not yet handed to a
-# dispatcher are given up (they would arrive after the withdraw), and the withdraw is queued
-# for every device. Saves a round trip on every answer that has a carrier.
+# The withdraw of a settled decision in one statement, per device, by the device's latest
+# notification of it:
+# - still pending and never attempted: it is cancelled (``dead``, "superseded") and the device
+#   gets no withdraw, since it never showed anything;
+# - sent, in flight (``sending``), or pending a retry after an attempt (which may have reached
+#   the device though its answer was lost): the device gets a withdraw, which the claim order
+#   keeps behind the notification;
+# - dead (given up): nothing was shown, no withdraw.
+# ``cancelled`` reports what this statement really cancelled: a notification that a dispatcher
+# claimed while this ran is no longer pending, is not cancelled, and so gets its withdraw.
 WITHDRAW = """
-WITH cancelled AS (
+WITH latest AS (
+    SELECT DISTINCT ON (o.device_id) o.id, o.device_id, o.status
+    FROM push_outbox AS o
+    WHERE o.decision_id = $2 AND o.user_id = $1 AND o.kind = 'notify'
+    ORDER BY o.device_id, o.id DESC
+), cancelled AS (
     UPDATE push_outbox
        SET status = 'dead', last_error = 'superseded: the decision was settled before delivery'
      WHERE decision_id = $2 AND user_id = $1 AND kind = 'notify' AND status = 'pending'
+    RETURNING id, attempts
 ), queued AS (
     INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
     SELECT d.user_id, d.id, $2, 'withdraw', $3, $4
-    FROM push_devices AS d
-    WHERE d.user_id = $1
+    FROM latest AS l JOIN push_devices AS d ON d.id = l.device_id
+    WHERE d.user_id = $1 AND l.status <> 'dead'
+      AND NOT EXISTS (SELECT 1 FROM cancelled AS c WHERE c.id = l.id AND c.attempts = 0)
     RETURNING id
 )""" + COUNT_AND_HINT
 
 
 async def withdraw(conn: asyncpg.Connection, *, user_id: str, decision_id: int,
                    collapse_id: str, payload: dict[str, Any]) -> int:
-    """Cancel a decision's pending notifications and queue its withdraw; returns rows queued."""
+    """Cancel a decision's pending notifications and queue a withdraw for each device that may
+    show one (see ``WITHDRAW``); returns rows queued."""
     row = await conn.fetchrow(WITHDRAW, user_id, decision_id, collapse_id, payload)
     return int(row["n"]) if row else 0
 
 
 async def claim_due(conn: asyncpg.Connection, *, now: datetime, limit: int,
-                    lease_s: float) -> list[dict[str, Any]]:
-    """Claim up to ``limit`` due rows (with their device) for ``lease_s`` seconds."""
-    rows = await conn.fetch(CLAIM_DUE, now, limit, lease_s)
+                    lease_s: float, window: int = 2000) -> list[dict[str, Any]]:
+    """Claim up to ``limit`` due rows (with their device) for ``lease_s`` seconds, taking turns
+    between the users of the oldest ``window`` ready rows."""
+    rows = await conn.fetch(CLAIM_DUE, now, limit, lease_s, max(window, limit))
     return [record_dict(r) for r in rows]
+
+
+async def extend_leases(conn: asyncpg.Connection, *, held: list[tuple[int, int]],
+                        now: datetime, lease_s: float) -> set[int]:
+    """Extend the leases of ``(outbox id, attempt)`` rows still held; returns their ids."""
+    rows = await conn.fetch(EXTEND_LEASES, [i for i, _ in held], [a for _, a in held], now,
+                            lease_s)
+    return {int(r["id"]) for r in rows}
 
 
 async def mark_sent(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from starlette.websockets import WebSocket
@@ -96,6 +97,7 @@ class Connection:
         self._focused = False
         self._focus: str | None = None
         self._closing = False
+        self._unwatch: Callable[[], None] = lambda: None
 
     async def run(self) -> None:
         """Accept, authenticate, then serve ops until the client goes."""
@@ -112,7 +114,9 @@ class Connection:
 
     async def _authenticate(self) -> Principal | None:
         try:
-            who: Principal = await self.services.auth.authenticate(_token(self.ws))
+            ticket = self.ws.query_params.get("ticket")
+            who: Principal = (await self.services.auth.redeem_ticket(ticket) if ticket
+                              else await self.services.auth.authenticate(_token(self.ws)))
         except Unauthorized:
             await self.ws.close(CLOSE_BAD_TOKEN, "bad or missing token")
             return None
@@ -123,6 +127,9 @@ class Connection:
             await self.ws.close(CLOSE_AGENT_TOKEN,
                                 "the WebSocket is for user clients; use a user token")
             return None
+        # a revoke (on any replica) closes this socket at once
+        self._unwatch = self.services.auth.on_revoke(
+            who, lambda: self._start_close(CLOSE_BAD_TOKEN, "token revoked"))
         return who
 
     # -- frames in ----------------------------------------------------------------------
@@ -317,6 +324,7 @@ class Connection:
 
     async def _cleanup(self) -> None:
         self._closing = True
+        self._unwatch()
         await self._unsubscribe()
         for task in (self._presence, self._writer):
             if task is not None:

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import logging
 import re
+from urllib.parse import unquote_plus
 
-_TOKEN = re.compile(r"((?:^|[?&])token=)[^&\s\"']+")
+# any query parameter; its name is judged after percent-decoding, as the server parses it
+# (``?%74oken=…`` is ``token``)
+_PARAM = re.compile(r"((?:^|[?&])([^=&?\s\"']{1,64})=)[^&\s\"']+")
+SECRET_PARAMS = frozenset({"token", "ticket"})
 UVICORN_LOGGER = "uvicorn.error"
 
 
+def _mask(match: re.Match[str]) -> str:
+    name = unquote_plus(unquote_plus(match.group(2))).strip().lower()
+    return match.group(1) + "***" if name in SECRET_PARAMS else match.group(0)
+
+
 def redact(text: str) -> str:
-    """``text`` with every ``token=`` query value replaced by ``***``."""
-    return _TOKEN.sub(r"\1***", text)
+    """``text`` with every ``token=`` (or ``ticket=``) query value replaced by ``***``, however
+    the parameter's name is percent-encoded."""
+    return _PARAM.sub(_mask, text)
 
 
 class RedactTokens(logging.Filter):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from maxclaw.cards.definitions import definitions_for_assistant_row
+from maxclaw.cards.definitions import cached_definitions
 
 SECRET_LINE = "Submitted (not echoed)"
 
@@ -24,7 +24,7 @@ def thread_projection(row: dict[str, Any]) -> dict[str, Any]:
 def message_projection(row: dict[str, Any]) -> dict[str, Any]:
     """The client-facing message: never a sensitive body; cards' definitions on assistant rows."""
     tool_calls = row["tool_calls"]
-    components = (definitions_for_assistant_row(tool_calls)
+    components = (cached_definitions(row["id"], tool_calls)
                   if row["role"] == "assistant" and tool_calls else None)
     return {
         "id": row["id"],

@@ -60,12 +60,25 @@ class TimelineService:
 
     async def list_messages(self, who: Principal, thread_id: str, after_id: int = 0,
                             limit: int = 100) -> list[dict[str, Any]]:
-        """A page of the timeline, as client projections (never a secret body)."""
+        """A page of the timeline, as client projections (never a secret body). The page is
+        cut at ``limit`` rows or its byte budget (``store.PAGE_BYTES``), whichever comes
+        first; ``page_cursor`` says where the next one starts."""
         thread = await self.get_thread(who, thread_id)
         async with self.db.connection() as conn:
             rows = await store.list_messages(conn, who.user_id, thread["id"], after_id,
                                              check_limit(limit))
         return [message_projection(r) for r in rows]
+
+    async def list_messages_page(self, who: Principal, thread_id: str, after_id: int = 0,
+                                 limit: int = 100) -> dict[str, Any]:
+        """``{"messages", "next_after_id"}``: ``next_after_id`` is null on the last page."""
+        messages = await self.list_messages(who, thread_id, after_id, limit)
+        more = bool(messages) and await self._has_after(who, thread_id, messages[-1]["id"])
+        return {"messages": messages, "next_after_id": messages[-1]["id"] if more else None}
+
+    async def _has_after(self, who: Principal, thread_id: str, message_id: int) -> bool:
+        async with self.db.connection() as conn:
+            return await store.has_message_after(conn, who.user_id, thread_id, message_id)
 
     async def post_user_message(self, who: Principal, thread_id: str,
                                 body: str) -> dict[str, Any]:

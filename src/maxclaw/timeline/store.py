@@ -23,10 +23,20 @@ INSERT_THREAD = f"""
 INSERT INTO threads (user_id, kind, title, category) VALUES ($1::uuid, $2, $3, $4)
 RETURNING {THREAD_COLUMNS}
 """
+# A page is cut by rows ($4) and by bytes ($5): a row is kept while the rows before it hold
+# fewer than $5 bytes (so the first row always comes). Measured in the database, so a page of
+# 1 MiB rows is not read (and projected on the event loop) to be thrown away.
 LIST_MESSAGES = f"""
-SELECT {MESSAGE_COLUMNS} FROM messages
- WHERE user_id = $1::uuid AND thread_id = $2::uuid AND id > $3
- ORDER BY id LIMIT $4
+SELECT {MESSAGE_COLUMNS} FROM (
+    SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM (
+        SELECT *, octet_length(coalesce(body, '')) + octet_length(coalesce(content::text, ''))
+                  + 2 * octet_length(coalesce(tool_calls::text, ''))
+                  + octet_length(coalesce(display::text, '')) AS size
+          FROM messages
+         WHERE user_id = $1::uuid AND thread_id = $2::uuid AND id > $3
+         ORDER BY id LIMIT $4) sized) page
+ WHERE before < $5
+ ORDER BY id
 """
 GET_MESSAGE = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE user_id = $1::uuid AND id = $2"
 INSERT_MESSAGE = f"""
@@ -97,10 +107,24 @@ async def insert_thread(conn: asyncpg.Connection, user_id: str, kind: str, title
     return dict(await conn.fetchrow(INSERT_THREAD, user_id, kind, title, category))
 
 
+HAS_AFTER = """
+SELECT EXISTS (SELECT 1 FROM messages WHERE user_id = $1::uuid AND thread_id = $2::uuid
+                                        AND id > $3)
+"""
+PAGE_BYTES = 1024 * 1024  # a page's byte budget (tool calls count twice: definitions)
+
+
 async def list_messages(conn: asyncpg.Connection, user_id: str, thread_id: str, after_id: int,
-                        limit: int) -> list[dict[str, Any]]:
-    """A page of a thread's timeline in id order."""
-    return [dict(r) for r in await conn.fetch(LIST_MESSAGES, user_id, thread_id, after_id, limit)]
+                        limit: int, max_bytes: int = PAGE_BYTES) -> list[dict[str, Any]]:
+    """A page of a thread's timeline in id order: at most ``limit`` rows and about
+    ``max_bytes`` (always at least one row)."""
+    return [dict(r) for r in await conn.fetch(LIST_MESSAGES, user_id, thread_id, after_id, limit,
+                                              max_bytes)]
+
+
+async def has_message_after(conn: asyncpg.Connection, user_id: str, thread_id: str,
+                            message_id: int) -> bool:
+    return bool(await conn.fetchval(HAS_AFTER, user_id, thread_id, message_id))
 
 
 async def get_message(conn: asyncpg.Connection, user_id: str,

@@ -4,6 +4,10 @@ Assistant and tool rows carry the runtime's ``turn_id`` as a fencing token: a wr
 that is no longer the thread's running turn (its lease lapsed and the work was re-claimed, or it
 finished) is refused with 409, so a runtime that froze and woke up cannot write into someone
 else's turn. Event rows (e.g. a background job finished) enter the inbox and wake the thread.
+
+An assistant row with ``"execute": true`` also executes the service's own tools among its calls
+(``ask_user_question`` posts its card) in the same transaction, and answers with their results:
+one request and one commit where a post and an ``execute`` per call took two of each.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from typing import Any
 import asyncpg
 
 from maxclaw.auth.service import Principal, parse_uuid
-from maxclaw.cards.definitions import normalize_tool_call
+from maxclaw.cards.definitions import Card, normalize_tool_call
+from maxclaw.components import tool_store
+from maxclaw.components.server_tools import NeedsExecute, ToolService
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, Invalid, NotFound
 from maxclaw.jsonlimits import check_depth
@@ -38,9 +44,11 @@ def _text(value: Any, field: str) -> str | None:
 class AgentMessageService:
     """Assistant, tool and event rows from agent runtimes."""
 
-    def __init__(self, db: Database, secrets: SecretService) -> None:
+    def __init__(self, db: Database, secrets: SecretService,
+                 tools: ToolService | None = None) -> None:
         self.db = db
         self.secrets = secrets
+        self.tools = tools  # for "execute": true
 
     async def _insert(self, conn: asyncpg.Connection, who: Principal, thread_id: str,
                       **fields: Any) -> dict[str, Any]:
@@ -62,7 +70,8 @@ class AgentMessageService:
         return row
 
     async def post(self, who: Principal, thread_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Append the runtime's row; returns ``{"id", "guard"}``."""
+        """Append the runtime's row; returns ``{"id", "guard"}`` (and ``"results"`` when an
+        assistant row asks to ``execute``)."""
         thread_id = parse_uuid(thread_id)
         who.check_thread(thread_id)
         check_depth(body, ["body"])
@@ -70,6 +79,11 @@ class AgentMessageService:
         turn_id = body.get("turn_id")
         if turn_id is not None and (isinstance(turn_id, bool) or not isinstance(turn_id, int)):
             raise Invalid.at(["body", "turn_id"], "turn_id must be an integer or null")
+        execute = body.get("execute", False)
+        if not isinstance(execute, bool) or (execute and role != "assistant"):
+            raise Invalid.at(["body", "execute"], "execute is true or false, on an assistant row")
+        if execute and self.tools is not None:
+            return await self._post_and_execute(who, thread_id, body, turn_id, self.tools)
         async with self.db.transaction() as conn:
             if await timeline_store.get_thread(conn, who.user_id, thread_id) is None:
                 raise NotFound("No such thread.")
@@ -83,6 +97,46 @@ class AgentMessageService:
                 return await self._event(conn, who, thread_id, body)
         raise Invalid.at(["body", "role"], "role must be assistant, tool or event")
 
+    async def _post_and_execute(self, who: Principal, thread_id: str, body: dict[str, Any],
+                                turn_id: int | None, tools: ToolService) -> dict[str, Any]:
+        """The assistant row and its cards in one transaction: one read (the thread, results
+        already stored for these calls, presence), the row, then per card its tool row,
+        carriers and components. A retry (its calls already have results) writes nothing and
+        replays them; a call that needs more than posting a card (a refusal, Main's tools) makes
+        this transaction roll back, and the row is posted and executed as two steps."""
+        content, calls = self._row_fields(body)
+        ids = [c["id"] for c in calls]
+        try:
+            async with self.db.transaction() as conn:
+                context = await tool_store.post_context(conn, who.user_id, thread_id, ids,
+                                                        tools.components.clock.now())
+                if context is None:
+                    raise NotFound("No such thread.")
+                thread, done, watching = context
+                if turn_id is not None:
+                    await self._check_turn(conn, who.user_id, thread_id, turn_id)
+                if not done:
+                    row = await self._assistant(conn, who, thread_id, body, turn_id)
+                    cards: list[Card] = []
+                    results = await tools.run_posted(conn, who, thread, calls, row["id"],
+                                                     turn_id, watching, cards)
+            if not done:  # committed: an answer needs not read the cards' definitions back
+                for card in cards:
+                    tools.components.remember(who.user_id, card)
+                return {**row, "results": results}
+        except (NeedsExecute, asyncpg.UniqueViolationError):
+            row = await self.post(who, thread_id, {**body, "execute": False})
+            return {**row, "results": await tools.executed(who, thread_id, calls)}
+        # a retry of a post whose response was lost: the row that carries these calls, and
+        # their results as execute replays them (any call still without one runs now)
+        async with self.db.connection() as conn:
+            found = await tool_store.call_context(conn, who.user_id, thread_id, done[0])
+        call = found[2] if found else None
+        if call is None:
+            raise Conflict(f"Tool call {done[0]!r} already has a result in this thread.")
+        return {"id": call["message_id"], "guard": "forged" if looks_forged(content) else None,
+                "results": await tools.executed(who, thread_id, calls)}
+
     async def _check_turn(self, conn: asyncpg.Connection, user_id: str, thread_id: str,
                           turn_id: int) -> None:
         # current_running_turn locks the turn row FOR SHARE until this write commits, so the
@@ -91,8 +145,9 @@ class AgentMessageService:
             raise Conflict(f"Turn {turn_id} is not this thread's running turn (its lease lapsed "
                            "or it finished); claim a new turn before writing.")
 
-    async def _assistant(self, conn: asyncpg.Connection, who: Principal, thread_id: str,
-                         body: dict[str, Any], turn_id: int | None) -> dict[str, Any]:
+    @staticmethod
+    def _row_fields(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
+        """An assistant row's content and its normalised tool calls, validated."""
         content = _text(body.get("content"), "content")
         raw_calls = body.get("tool_calls") or []
         if not isinstance(raw_calls, list) or len(raw_calls) > 64:
@@ -100,6 +155,11 @@ class AgentMessageService:
         calls = [normalize_tool_call(c) for c in raw_calls]
         if len({c["id"] for c in calls}) != len(calls):
             raise Invalid.at(["body", "tool_calls"], "tool call ids must be unique")
+        return content, calls
+
+    async def _assistant(self, conn: asyncpg.Connection, who: Principal, thread_id: str,
+                         body: dict[str, Any], turn_id: int | None) -> dict[str, Any]:
+        content, calls = self._row_fields(body)
         guard = "forged" if looks_forged(content) else None
         row = await self._insert(
             conn, who, thread_id, role="assistant", body=content,

@@ -15,6 +15,8 @@ from typing import Any
 
 import asyncpg
 
+from maxclaw.components import machine
+from maxclaw.components.machine import statuses
 from maxclaw.timeline.store import MESSAGE_COLUMNS, wake_thread
 
 TURN_COLUMNS = (
@@ -22,7 +24,7 @@ TURN_COLUMNS = (
     "claimed_at, finished_at, delivered_through, forged_requeue"
 )
 # The components whose answers are still to come (what ``finish`` reports).
-UNSETTLED = ["open", "with-main", "handed-back", "revoked"]
+UNSETTLED = statuses(machine.UNSETTLED)
 
 # The oldest queued turn the caller may run, locked; SKIP LOCKED lets any number of runtimes
 # and API replicas claim at once without waiting on each other, and a turn is never claimed

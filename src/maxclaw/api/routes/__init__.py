@@ -10,6 +10,7 @@ from maxclaw.api.routes import (
     health,
     push,
     threads,
+    tokens,
     web,
     ws,
 )
@@ -22,6 +23,7 @@ ROUTERS: list[APIRouter] = [
     push.router,
     agent.router,
     agent_turns.router,
+    tokens.router,
     ws.router,
     web.router,  # last: it serves the WebUI at "/"
 ]

@@ -51,7 +51,11 @@ async def get_thread(thread_id: str, who: UserPrincipal, services: Services) -> 
 @router.get("/threads/{thread_id}/messages")
 async def list_messages(thread_id: str, who: UserPrincipal, services: Services,
                         after_id: int = Query(0), limit: int = Query(100)) -> dict[str, Any]:
-    return {"messages": await services.timeline.list_messages(who, thread_id, after_id, limit)}
+    # next_after_id (added): where the next page starts, null on the last one; a page ends at
+    # ``limit`` rows or its byte budget
+    page: dict[str, Any] = await services.timeline.list_messages_page(who, thread_id, after_id,
+                                                                      limit)
+    return page
 
 
 @router.post("/threads/{thread_id}/messages", status_code=201)

@@ -14,7 +14,8 @@ export const actions = {
     this.overrides.set(component.id, {
       toolRev: row ? Number(row.rev) : -1,
       state: { status: component.status, answered_by: component.answered_by,
-        answered_via: component.answered_via, answer: component.answer, due_at: component.due_at },
+        answered_via: component.answered_via, answer: component.answer, due_at: component.due_at,
+        answerable_here: component.answerable_here, main_may_take: component.main_may_take },
     });
     this.scheduleRender();
   },

@@ -21,9 +21,6 @@ const VIA_LABELS = {
   main: 'by Main',
 };
 
-// Statuses in which Max may answer on the card itself (with-main is locked: 409 locked).
-const ANSWERABLE = new Set(['open', 'revoked', 'handed-back']);
-
 export function toolCallIdOf(componentId) {
   return componentId.slice(0, componentId.lastIndexOf(':'));
 }
@@ -39,23 +36,14 @@ export function cardsOf(message) {
   return [...cards.values()];
 }
 
-/**
- * Where Main may take a card (domain.md, main_may_take): never an object or a secret card,
- * never in the main thread, an isolated thread or a thread with a category.
- */
-export function mainMayTake(card, thread) {
-  if (!thread) return false;
-  if (thread.kind === 'main' || thread.kind === 'isolated' || thread.category) return false;
-  return !card.defs.some((d) => d.kind === 'object' || d.kind === 'secret');
-}
-
 /** The state shown for a component: the tool row's mirror, or a fresher answer we just got. */
 export function stateOf(def, toolRow, override) {
   const states = toolRow && toolRow.display && toolRow.display.states;
   const mirrored = states ? states[def.id] : null;
   if (override && (!toolRow || Number(toolRow.rev) <= override.toolRev)) return override.state;
   if (mirrored) return mirrored;
-  return { status: 'pending', answered_by: null, answered_via: null, answer: null, due_at: null };
+  return { status: 'pending', answered_by: null, answered_via: null, answer: null, due_at: null,
+    answerable_here: false, main_may_take: false };
 }
 
 function optionLabel(def, id) {
@@ -82,7 +70,7 @@ function statusLine(def, state, card, thread) {
   const when = state.due_at ? formatTime(state.due_at) : '';
   switch (state.status) {
     case 'open':
-      if (!mainMayTake(card, thread)) return 'Waiting for your answer; only you can answer this one.';
+      if (!state.main_may_take) return 'Waiting for your answer; only you can answer this one.';
       return when ? `Main decides at ${when} unless you answer first.` : 'Waiting for your answer.';
     case 'answered':
       return `Answered by ${whoAnswered(state)}.`;
@@ -99,10 +87,14 @@ function statusLine(def, state, card, thread) {
   }
 }
 
-/** The element of one component. `ctx` gives ui(id), setUi(id, patch), and the actions. */
+/**
+ * The element of one component. `ctx` gives ui(id), setUi(id, patch), and the actions.
+ * What Max may do is the server's word (`state.answerable_here`, `state.main_may_take`, sent
+ * with every state from the transitions table): the page does not re-derive the rules.
+ */
 export function renderComponent(def, card, message, thread, state, ctx) {
   const ui = ctx.ui(def.id);
-  const answerable = ANSWERABLE.has(state.status) && !ui.busy;
+  const answerable = state.answerable_here === true && !ui.busy;
   const questionId = `q-${cssId(def.id)}`;
   const el = h('div', {
     class: `component status-${state.status}`, tabindex: '-1',
@@ -306,7 +298,7 @@ function objectCard(def, state, enabled, ctx) {
 
 function renderFooter(def, card, thread, state, ui, ctx) {
   const footer = h('div', { class: 'component-foot' });
-  if (state.status === 'open' && mainMayTake(card, thread)) {
+  if (state.main_may_take === true) {
     footer.append(h('button', {
       type: 'button', class: 'link-button', disabled: !!ui.busy,
       'aria-label': `Let Main decide: ${def.question}`, onclick: () => ctx.toMain(def.id),

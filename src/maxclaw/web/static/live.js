@@ -1,4 +1,4 @@
-// The live connection: /v1/ws with the user token, subscribe from the last cursor, apply
+// The live connection: /v1/ws with a single-use ticket (POST /v1/ws-ticket with the token), subscribe from the last cursor, apply
 // record.upsert frames, reconnect with backoff, and keep presence (`focus`) for the thread
 // on screen.
 
@@ -23,6 +23,7 @@ export class Live {
     this.stopped = true;
     this.status = 'connecting';
     this.synced = false;
+    this.connecting = false;
   }
 
   start() {
@@ -49,10 +50,40 @@ export class Live {
     this.connect();
   }
 
-  connect() {
+  /** A single-use ticket for the socket, so the long-lived token never travels in a URL. */
+  async ticket() {
+    const resp = await fetch('/v1/ws-ticket', {
+      method: 'POST', headers: { Authorization: `Bearer ${this.token}` },
+    });
+    if (resp.status === 401 || resp.status === 403) return { refused: resp.status === 401 ? 4401 : 4403 };
+    if (!resp.ok) throw new Error(`ws-ticket: ${resp.status}`);
+    return { ticket: (await resp.json()).ticket };
+  }
+
+  async connect() {
     clearTimeout(this.retryTimer);
+    if (this.connecting) return;
+    this.connecting = true;
+    let got;
+    try {
+      got = await this.ticket();
+    } catch {
+      got = null;
+    } finally {
+      this.connecting = false;
+    }
+    if (this.stopped) return;
+    if (got === null) {
+      this.scheduleReconnect();
+      return;
+    }
+    if (got.refused) {
+      this.stop();
+      this.handlers.onRefused(got.refused);
+      return;
+    }
     const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    const url = `${scheme}//${location.host}/v1/ws?token=${encodeURIComponent(this.token)}`;
+    const url = `${scheme}//${location.host}/v1/ws?ticket=${encodeURIComponent(got.ticket)}`;
     let ws;
     try {
       ws = new WebSocket(url);

@@ -1,0 +1,144 @@
+"""``POST …/messages`` with ``"execute": true``: the assistant row and the service's own tools
+in one request and one transaction, with the same results (and idempotency on the tool call
+id) as a post followed by ``execute``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from tests.cards import CHOICE, TEXT, ask_args, execute, new_thread
+from tests.conftest import Harness
+
+
+def _row(*calls: tuple[str, str, Any], execute: Any = True) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "execute": execute,
+            "tool_calls": [{"id": cid, "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(args)}}
+                           for cid, name, args in calls]}
+
+
+async def _post(agent: httpx.AsyncClient, tid: str, body: dict[str, Any]) -> httpx.Response:
+    return await agent.post(f"/v1/agent/threads/{tid}/messages", json=body)
+
+
+async def _counts(h: Harness, tid: str) -> tuple[int, int, int, int]:
+    async with h.services.db.connection() as conn:
+        row = await conn.fetchrow("""
+            SELECT (SELECT count(*) FROM messages WHERE thread_id = $1::uuid
+                     AND role = 'assistant') AS assistant,
+                   (SELECT count(*) FROM messages WHERE thread_id = $1::uuid
+                     AND role = 'tool') AS tool,
+                   (SELECT count(*) FROM message_components WHERE thread_id = $1::uuid) AS comp,
+                   (SELECT count(*) FROM decisions WHERE thread_id = $1::uuid) AS carriers""",
+                                  tid)
+    return tuple(row)  # type: ignore[return-value]
+
+
+async def test_post_with_execute_posts_the_card_in_one_request(harness: Harness) -> None:
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    resp = await _post(a.agent, tid, _row(("call_x1", "ask_user_question",
+                                           ask_args(CHOICE, TEXT))))
+    assert resp.status_code == 201, resp.text
+    body = resp.json()
+    assert isinstance(body["id"], int) and body["guard"] is None
+    [result] = body["results"]
+    assert result["tool_call_id"] == "call_x1" and result["status"] == 200
+    assert result["error"] is None
+    content = result["content"]
+    assert content["posted"] is True and "not wait" in content["note"]
+    assert [c["id"] for c in content["components"]] == ["call_x1:q1", "call_x1:q2"]
+    assert await _counts(harness, tid) == (1, 1, 2, 2)  # not watching: carriers made
+    # the same result the execute endpoint replays, and the card is answerable
+    again = await execute(a.agent, tid, "call_x1")
+    assert again.status_code == 200 and again.json()["content"] == content
+    answered = await a.user.post("/v1/components/call_x1:q1/answer", json={"selected": ["keep"]})
+    assert answered.status_code == 200, answered.text
+    history = (await a.agent.get(f"/v1/agent/threads/{tid}/history")).json()["messages"]
+    assistant = next(m for m in history if m["role"] == "assistant")
+    assert assistant["tool_calls"][0]["id"] == "call_x1"
+    assert any(m["role"] == "tool" and m["tool_call_id"] == "call_x1" for m in history)
+
+
+async def test_a_retried_post_writes_nothing_and_replays(harness: Harness) -> None:
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    body = _row(("call_r1", "ask_user_question", ask_args(CHOICE)))
+    first = await _post(a.agent, tid, body)
+    assert first.status_code == 201, first.text
+    second = await _post(a.agent, tid, body)
+    assert second.status_code == 201, second.text
+    assert second.json() == first.json()
+    assert await _counts(harness, tid) == (1, 1, 1, 1)
+
+
+async def test_a_watched_thread_gets_no_carrier(harness: Harness) -> None:
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    await harness.services.presence.focus("conn-x", a.user_id, tid)
+    resp = await _post(a.agent, tid, _row(("call_w1", "ask_user_question", ask_args(CHOICE))))
+    assert resp.status_code == 201, resp.text
+    assert await _counts(harness, tid) == (1, 1, 1, 0)
+
+
+async def test_refusals_are_results_and_written_like_execute(harness: Harness) -> None:
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    bad = ask_args(CHOICE)
+    bad["questions"][0] = {**CHOICE, "options": [CHOICE["options"][0]]}  # one option: invalid
+    resp = await _post(a.agent, tid, _row(("call_b1", "ask_user_question", bad),
+                                          ("call_b2", "read_file", {"path": "x"})))
+    assert resp.status_code == 201, resp.text
+    [result] = resp.json()["results"]  # the runtime's own tool is left to the runtime
+    assert result["status"] == 422 and result["content"]["posted"] is False
+    assert result["error"]["code"] == "invalid"
+    assert await _counts(harness, tid) == (1, 1, 0, 0)  # the row and the refusal's tool row
+    again = await execute(a.agent, tid, "call_b1")
+    assert again.status_code == 422 and again.json()["content"] == result["content"]
+    # a tool not offered in this thread: the row is written and the result is execute's 403
+    bg = await new_thread(a.user, kind="background")
+    resp = await _post(a.agent, bg, _row(("call_b3", "ask_user_question", ask_args(CHOICE))))
+    assert resp.status_code == 201, resp.text
+    [result] = resp.json()["results"]
+    assert result["status"] == 403 and result["error"]["code"] == "forbidden"
+    assert result["content"]["posted"] is False
+    again = await execute(a.agent, bg, "call_b3")
+    assert again.status_code == 403 and again.json()["code"] == "forbidden"
+    assert await _counts(harness, bg) == (1, 0, 0, 0)
+
+
+async def test_main_tools_run_in_the_main_thread(harness: Harness) -> None:
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    resp = await _post(a.agent, tid, _row(("call_m1", "ask_user_question", ask_args(CHOICE))))
+    assert resp.status_code == 201, resp.text
+    # not with Main: hand_back is refused with 409, and the refusal is its tool row
+    resp = await _post(a.agent, a.main_thread_id, _row(
+        ("call_m2", "hand_back", {"component_id": "call_m1:q1"})))
+    assert resp.status_code == 201, resp.text
+    [result] = resp.json()["results"]
+    assert result["status"] == 409 and result["content"]["handed_back"] is False
+
+
+async def test_execute_is_checked(harness: Harness) -> None:
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    for body in (_row(("call_v1", "ask_user_question", ask_args(CHOICE)), execute="yes"),
+                 {"role": "event", "body": "done", "execute": True}):
+        resp = await _post(a.agent, tid, body)
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["data"]["errors"][0]["loc"] == ["body", "execute"]
+    assert await _counts(harness, tid) == (0, 0, 0, 0)
+    # without it (or false), a post writes the row only
+    resp = await _post(a.agent, tid, _row(("call_v2", "ask_user_question", ask_args(CHOICE)),
+                                          execute=False))
+    assert resp.status_code == 201 and "results" not in resp.json()
+    assert await _counts(harness, tid) == (1, 0, 0, 0)
+    # another user's thread is not found, and nothing is written
+    b = await harness.actor("eve")
+    resp = await _post(b.agent, tid, _row(("call_v3", "ask_user_question", ask_args(CHOICE))))
+    assert resp.status_code == 404, resp.text
+    assert await _counts(harness, tid) == (1, 0, 0, 0)
