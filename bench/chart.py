@@ -20,7 +20,8 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 from bench.report import MODE_NAMES
 from bench.stats import QUANTILES
 
-COLORS = {"a": "#1b9e77", "b": "#7570b3", "c": "#d95f02", "a_no_notify": "#66a61e",
+COLORS = {"a": "#1b9e77", "b": "#7570b3", "c": "#d95f02", "x": "#e6ab02", "l": "#666666",
+          "a_no_notify": "#66a61e",
           "a_merged": "#e7298a", "a_notify_after_commit": "#a6761d", "c_again": "#fdae6b",
           "c_patched": "#e31a1c"}
 
@@ -85,7 +86,8 @@ def throughput_chart(report: dict[str, Any], path: Path) -> Path:
         ax.set_title(f"{level['cards']:,} cards in the database", fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle("Throughput: the service against its direct-SQL floor (same run)", fontsize=10)
+    fig.suptitle("Throughput: the service against its direct-SQL floor and LangGraph (same run)",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

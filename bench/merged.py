@@ -67,7 +67,7 @@ WITH tool AS (
     SELECT $1::uuid, 'agent-question', 'ask:' || $4, $4, $2::uuid, $9, $10, $11::jsonb, true,
            false, false
      WHERE NOT $13
-    ON CONFLICT (dedupe_key) DO NOTHING
+    ON CONFLICT (user_id, dedupe_key) DO NOTHING
     RETURNING id
 ), queued AS (
     INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)

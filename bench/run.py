@@ -76,8 +76,9 @@ async def record_round_trip(url: str) -> tuple[floor.Script, dict[str, Any]]:
                                 got = await services.agent_messages.post(
                                     agent, thread, roundtrip.assistant_row(call_id, True))
                                 in_post = bool(got.get("results"))
-                            elif phase == "execute" and not in_post:
-                                await services.tools.execute(agent, thread, call_id)
+                            elif phase == "execute":
+                                if not in_post:
+                                    await services.tools.execute(agent, thread, call_id)
                             else:
                                 await services.components.answer(user, f"{call_id}:q1",
                                                                   ["keep"], None, "card")

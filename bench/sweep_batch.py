@@ -50,7 +50,7 @@ INSERT INTO decisions (user_id, kind, dedupe_key, component_id, thread_id, title
 SELECT u, 'agent-question', 'ask:' || c, c, t, ti, b, o, a, false, false
   FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::jsonb[],
               $7::bool[]) AS x(u, c, t, ti, b, o, a)
-ON CONFLICT (dedupe_key) DO NOTHING
+ON CONFLICT (user_id, dedupe_key) DO NOTHING
 RETURNING id, user_id::text, kind, status, component_id, thread_id::text, title, body, options,
           allow_text, sensitive
 """

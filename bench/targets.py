@@ -60,7 +60,11 @@ def verdicts(report: dict[str, Any]) -> list[dict[str, Any]]:
         c, lg = _http(base, n), _point(base, "l", n)
         if c is None:
             continue
-        if lg is not None and lg["rate_per_s"]:
+        if lg is not None and not lg["rate_per_s"]:
+            out.append(_target(f"HTTP round trips ≥ 5× LangGraph at {n} client(s)", None,
+                               f"{c['mode']}/l ≥ 5", None, "LangGraph completed no round trip "
+                               "in the measured window of this run"))
+        elif lg is not None:
             x = round(float(c["rate_per_s"]) / float(lg["rate_per_s"]), 2)
             out.append(_target(f"HTTP round trips ≥ 5× LangGraph at {n} client(s)", x,
                                f"{c['mode']}/l ≥ 5", x >= 5, f"same run: {c['rate_per_s']} against "

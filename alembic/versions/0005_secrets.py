@@ -5,14 +5,14 @@ the plaintext the model reads. Rows answered before this revision still hold pla
 ``messages.body``; ``serve`` seals them at its next start (the key is not available here).
 
 Revision ID: 0005_secrets
-Revises: 0005_lifecycle
+Revises: 0005_push_actions
 Create Date: 2026-12-01
 """
 
 from alembic import op
 
 revision = "0005_secrets"
-down_revision = "0005_lifecycle"
+down_revision = "0005_push_actions"
 branch_labels = None
 depends_on = None
 

@@ -4,11 +4,14 @@ id) as a post followed by ``execute``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import httpx
+import pytest
 
+from maxclaw.components import tool_store
 from tests.cards import CHOICE, TEXT, ask_args, execute, new_thread
 from tests.conftest import Harness
 
@@ -73,6 +76,19 @@ async def test_a_retried_post_writes_nothing_and_replays(harness: Harness) -> No
     assert second.status_code == 201, second.text
     assert second.json() == first.json()
     assert await _counts(harness, tid) == (1, 1, 1, 1)
+
+
+async def test_concurrent_identical_posts_write_one_row(harness: Harness) -> None:
+    """Whichever way the race goes (the loser reads the winner's results, or its insert of the
+    tool row hits the unique index and it replays), one row and one card are written."""
+    a = await harness.actor("max")
+    for n in range(4):
+        tid = await new_thread(a.user)
+        body = _row((f"call_c{n}", "ask_user_question", ask_args(CHOICE)))
+        got = await asyncio.gather(*(_post(a.agent, tid, body) for _ in range(3)))
+        assert [r.status_code for r in got] == [201] * 3, [r.text for r in got]
+        assert len({json.dumps(r.json(), sort_keys=True) for r in got}) == 1
+        assert await _counts(harness, tid) == (1, 1, 1, 1)
 
 
 async def test_a_watched_thread_gets_no_carrier(harness: Harness) -> None:
@@ -142,3 +158,25 @@ async def test_execute_is_checked(harness: Harness) -> None:
     resp = await _post(b.agent, tid, _row(("call_v3", "ask_user_question", ask_args(CHOICE))))
     assert resp.status_code == 404, resp.text
     assert await _counts(harness, tid) == (1, 0, 0, 0)
+
+
+async def test_a_post_losing_the_race_at_the_unique_index_replays(
+        harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deterministically: the read saw no result (as a racing post's read would), and the tool
+    row's insert then meets the winner's row: the loser rolls back and replays the winner."""
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    body = _row(("call_u1", "ask_user_question", ask_args(CHOICE)))
+    first = await _post(a.agent, tid, body)
+    assert first.status_code == 201, first.text
+    read = tool_store.post_context
+
+    async def blind(*args: Any) -> Any:
+        thread, _done, watching = await read(*args)
+        return thread, [], watching
+
+    monkeypatch.setattr(tool_store, "post_context", blind)
+    second = await _post(a.agent, tid, body)
+    assert second.status_code == 201, second.text
+    assert second.json() == first.json()
+    assert await _counts(harness, tid) == (1, 1, 1, 1)

@@ -147,7 +147,7 @@ async def test_a_push_button_answers_the_card_once(harness: Harness, max_: Actor
     assert component["answer"]["selected"] == ["keep"]
     withdraws = await rows(harness, "SELECT * FROM push_outbox WHERE kind = 'withdraw'")
     assert len(withdraws) == 2
-    assert all(w["payload"] == {"kind": "withdraw", "collapse_id": f"ask:{cid}"}
+    assert all(w["payload"] == {"v": 1, "kind": "withdraw", "collapse_id": f"ask:{cid}"}
                for w in withdraws)
     # each shown notification gets its withdraw (one never sent would get none)
     notified = await rows(harness, "SELECT status FROM push_outbox WHERE kind = 'notify'")

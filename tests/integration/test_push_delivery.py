@@ -101,14 +101,25 @@ async def test_web_push_decrypts_to_the_spec_payload(push: Harness) -> None:
     [hit] = endpoint.hits
     assert hit.path == "/wpush/v2/abc123"
     assert hit.headers["Content-Encoding"] == "aes128gcm"
-    assert browser.decrypt(hit.body) == {
-        "kind": "agent-question", "decision_id": decision["id"],
+    payload = browser.decrypt(hit.body)
+    # the action token is minted for this device as the push is sent; only its hash is kept
+    token = payload.pop("action_token")
+    assert token.startswith("mcpa_") and len(token) > 40
+    async with push.services.db.connection() as conn:
+        [stored] = await conn.fetch("SELECT * FROM push_action_tokens")
+        assert token not in json.dumps([dict(r) for r in await conn.fetch(
+            "SELECT payload FROM push_outbox")])
+    assert stored["token_hash"] == hashlib.sha256(token.encode()).digest()
+    assert stored["decision_id"] == decision["id"] and stored["used_at"] is None
+    assert payload == {
+        "v": 1, "kind": "agent-question", "decision_id": decision["id"],
         "component_id": f"{call_id}:q1", "thread_id": tid, "title": "Refactor",
         "body": "Keep the old field for one version?",
         "actions": [{"id": "opt:keep", "title": "Keep one version"},
                     {"id": "opt:drop", "title": "Remove it now"},
                     {"id": "other", "title": "Other…", "input": True}],
-        "reply": {"placeholder": "Reply…"}, "collapse_id": f"ask:{call_id}:q1"}
+        "reply": {"placeholder": "Reply…"}, "collapse_id": f"ask:{call_id}:q1",
+        "secret": False}
     [row] = await outbox(push)
     assert hit.headers["Idempotency-Key"] == str(row["id"])
     assert row["status"] == "sent"

@@ -52,3 +52,10 @@ def test_side_by_side_rows() -> None:
     assert rows[0] == {"clients": 1, "pgbench": 500, "langgraph": 19, "http": 100,
                        "http_per_langgraph": 5.26, "http_per_pgbench": 0.2}
     assert beside(_report(with_langgraph=False))[1]["langgraph"] is None
+
+
+def test_a_langgraph_point_with_no_round_trip_is_no_verdict() -> None:
+    report = _report(with_langgraph=True)
+    report["levels"][0]["round_trip"][-1]["rate_per_s"] = 0.0
+    got = _by_name(report)["HTTP round trips ≥ 5× LangGraph at 16 client(s)"]
+    assert got["holds"] is None and "no round trip" in got["note"]

@@ -33,12 +33,12 @@ CHOICE_OPTIONS = [{"id": "drop", "label": "Remove it now", "recommended": False}
 def test_choice_with_allow_other_is_the_spec_example() -> None:
     payload = build_payload(decision(options=CHOICE_OPTIONS, allow_text=True), "Refactor")
     assert payload == {
-        "kind": "agent-question", "decision_id": 12, "component_id": "call_7:q1",
+        "v": 1, "kind": "agent-question", "decision_id": 12, "component_id": "call_7:q1",
         "thread_id": THREAD, "title": "Refactor", "body": "Keep the old field for one version?",
         "actions": [{"id": "opt:keep", "title": "Keep one version"},
                     {"id": "opt:drop", "title": "Remove it now"},
                     {"id": "other", "title": "Other…", "input": True}],
-        "reply": {"placeholder": "Reply…"}, "collapse_id": "ask:call_7:q1"}
+        "reply": {"placeholder": "Reply…"}, "collapse_id": "ask:call_7:q1", "secret": False}
 
 
 def test_recommended_first_keeps_the_order_within_each_group() -> None:
@@ -70,6 +70,7 @@ def test_secret_card_has_no_options_and_the_not_echoed_placeholder() -> None:
                                      body="Paste the deploy token"), "t")
     assert payload["actions"] == []
     assert payload["reply"] == {"placeholder": "Input (not echoed)…"}
+    assert payload["secret"] is True  # the WebUI's worker opens the app instead of answering
 
 
 def test_object_card_actions_are_its_buttons() -> None:
@@ -95,7 +96,8 @@ def test_payload_never_carries_the_answer_text() -> None:
 
 
 def test_withdraw_is_kind_and_collapse_id_only() -> None:
-    assert withdraw_payload(decision()) == {"kind": "withdraw", "collapse_id": "ask:call_7:q1"}
+    assert withdraw_payload(decision()) == {"v": 1, "kind": "withdraw",
+                                            "collapse_id": "ask:call_7:q1"}
 
 
 def test_fit_payload_shrinks_body_then_titles_and_keeps_ids() -> None:

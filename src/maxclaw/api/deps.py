@@ -33,6 +33,13 @@ async def _user(who: Annotated[Principal, Depends(_principal)]) -> Principal:
     return who
 
 
+async def user_principal(request: Request) -> Principal:
+    """The caller as a user, for a route whose bearer token is optional (checked in the body)."""
+    who = await _principal(request)
+    who.require_role("user")
+    return who
+
+
 async def _agent(who: Annotated[Principal, Depends(_principal)]) -> Principal:
     who.require_role("agent")
     return who

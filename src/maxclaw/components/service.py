@@ -249,8 +249,10 @@ class ComponentService:
     # ----- Max answers -----
 
     async def answer(self, who: Principal, component_id: str, selected: Any, text: Any,
-                     via: str) -> dict[str, Any]:
-        """Max's answer from the card, the panel or a push: exactly one surface wins."""
+                     via: str, guard: carriers.AnswerGuard | None = None) -> dict[str, Any]:
+        """Max's answer from the card, the panel or a push: exactly one surface wins.
+
+        ``guard`` runs first inside the transaction (a push action token is spent there)."""
         if via not in ANSWERABLE:
             raise ValueError(f"unknown surface {via!r}")
         t = transition("answer", via)
@@ -258,6 +260,8 @@ class ComponentService:
         answer = validate_answer(definition, selected, text)  # invalid: nothing is written
         kept = stored_answer(definition, answer)
         async with self.db.transaction() as conn:
+            if guard is not None:
+                await guard(conn)
             new = await self._move(conn, who.user_id, component_id, t, via=via, answer=kept)
             if new is None:
                 lost = await self._refuse(conn, who.user_id, component_id, t)

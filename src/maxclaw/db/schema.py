@@ -359,4 +359,25 @@ message_secrets = sa.Table(
              postgresql_where=sa.text("state = 'sealed'")),
 )
 
+push_action_tokens = sa.Table(
+    "push_action_tokens",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("decision_id", sa.BigInteger,
+              sa.ForeignKey("decisions.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("device_id", sa.BigInteger,
+              sa.ForeignKey("push_devices.id", ondelete="CASCADE"), nullable=False),
+    # SHA-256 of the token; the token itself only travels in the push
+    sa.Column("token_hash", sa.LargeBinary, nullable=False),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.Column("expires_at", TS, nullable=False),
+    sa.Column("used_at", TS),
+    sa.Column("revoked_at", TS),
+    sa.UniqueConstraint("token_hash", name="push_action_tokens_hash"),
+    sa.Index("push_action_tokens_decision", "decision_id"),
+    sa.Index("push_action_tokens_device", "device_id"),
+)
+
 SYNCED_TABLES = ("threads", "messages", "decisions")

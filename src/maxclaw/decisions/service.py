@@ -24,7 +24,7 @@ from maxclaw.db.database import Database
 from maxclaw.decisions import store
 from maxclaw.decisions.projections import decision_projection
 from maxclaw.errors import ComponentError, Invalid, NotFound
-from maxclaw.push import outbox
+from maxclaw.push import action_token_store, outbox
 from maxclaw.timeline.service import check_limit
 
 
@@ -94,6 +94,9 @@ async def _reopen_agent_question(conn: asyncpg.Connection, user_id: str,
                                  decision: dict[str, Any], thread_title: str) -> None:
     reopened = await store.reopen(conn, user_id, decision["id"])
     if reopened is not None:
+        # notifications sent before the reopen must not answer the reopened question
+        await action_token_store.revoke_for_decision(conn, user_id=user_id,
+                                                     decision_id=int(decision["id"]))
         await outbox.enqueue_notification(conn, user_id=user_id, decision=reopened,
                                           thread_title=thread_title)
 
@@ -117,9 +120,14 @@ async def revert(conn: asyncpg.Connection, user_id: str, decision_id: int | None
     await reverter(conn, user_id, decision, thread_title)
 
 
+# Runs inside an answer's transaction before the card changes; raising rolls the answer back
+# (a push action token is spent this way, so a refused answer leaves the token unused).
+AnswerGuard = Callable[[asyncpg.Connection], Awaitable[None]]
+
+
 class Answerer(Protocol):
     async def answer(self, who: Principal, component_id: str, selected: Any, text: Any,
-                     via: str) -> dict[str, Any]: ...
+                     via: str, guard: AnswerGuard | None = None) -> dict[str, Any]: ...
 
 
 class DecisionService:
@@ -148,14 +156,15 @@ class DecisionService:
         return decision_projection(row)
 
     async def settle(self, who: Principal, decision_id: int | str, selected: Any, text: Any,
-                     via: str = "decision") -> dict[str, Any]:
+                     via: str = "decision", guard: AnswerGuard | None = None) -> dict[str, Any]:
         """settle_from_carrier: answer the card the decision carries, then show the decision."""
         decision = await self.get(who, decision_id)
         if decision["kind"] != "agent-question" or decision["component_id"] is None:
             raise Invalid.at(["decision_id"], "this decision does not carry a question card")
         if decision["status"] == "settled":
             raise ComponentError("settled")
-        await self.components.answer(who, decision["component_id"], selected, text, via)
+        await self.components.answer(who, decision["component_id"], selected, text, via,
+                                     guard=guard)
         return await self.get(who, decision_id)
 
     async def snooze(self, who: Principal, decision_id: int | str,

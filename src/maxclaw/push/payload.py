@@ -14,6 +14,9 @@ OTHER_ACTION = {"id": "other", "title": "Other…", "input": True}
 REPLY_PLACEHOLDER = "Reply…"
 SECRET_PLACEHOLDER = "Input (not echoed)…"
 ELLIPSIS = "…"
+# Every payload says which shape it is; a receiver shows a plain "open MaxClaw" notification
+# for a version it does not know rather than guessing at fields.
+PAYLOAD_VERSION = 1
 
 
 def collapse_id(component_id: str) -> str:
@@ -55,6 +58,7 @@ def build_payload(decision: dict[str, Any], thread_title: str) -> dict[str, Any]
     component_id = str(decision["component_id"])
     thread_id = decision.get("thread_id")
     return {
+        "v": PAYLOAD_VERSION,
         "kind": "agent-question",
         "decision_id": int(decision["id"]),
         "component_id": component_id,
@@ -66,12 +70,15 @@ def build_payload(decision: dict[str, Any], thread_title: str) -> dict[str, Any]
         "actions": build_actions(decision),
         "reply": build_reply(decision),
         "collapse_id": collapse_id(component_id),
+        # a secret question is answered only inside the app: no token, the tap opens it
+        "secret": bool(decision.get("sensitive")),
     }
 
 
 def withdraw_payload(decision: dict[str, Any]) -> dict[str, Any]:
     """The push that replaces (removes) a settled decision's notification."""
-    return {"kind": "withdraw", "collapse_id": collapse_id(str(decision["component_id"]))}
+    return {"v": PAYLOAD_VERSION, "kind": "withdraw",
+            "collapse_id": collapse_id(str(decision["component_id"]))}
 
 
 def encoded_size(payload: dict[str, Any]) -> int:

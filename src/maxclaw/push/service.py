@@ -11,7 +11,10 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
+
+import asyncpg
 
 from maxclaw.auth.service import Principal, parse_int_id
 from maxclaw.clock import Clock
@@ -19,6 +22,7 @@ from maxclaw.db.database import Database
 from maxclaw.errors import Invalid, NotFound
 from maxclaw.metrics import Metrics
 from maxclaw.push import store
+from maxclaw.push.action_tokens import ActionTokens, stamp_adapters
 from maxclaw.push.adapters.apns import ApnsAdapter
 from maxclaw.push.adapters.base import Adapter
 from maxclaw.push.adapters.http import HttpSender
@@ -27,7 +31,11 @@ from maxclaw.push.adapters.webhook import WebhookAdapter
 from maxclaw.push.adapters.webpush import WebPushAdapter, vapid_public_key
 from maxclaw.push.addresses import host_of, port_reason, resolved_private_reason
 from maxclaw.push.dispatcher import Dispatcher
+from maxclaw.push.test_notification import enqueue_test
 from maxclaw.settings import Settings
+
+# runs inside the answer's transaction (``decisions.service.AnswerGuard``, restated here)
+AnswerGuard = Callable[[asyncpg.Connection], Awaitable[None]]
 
 
 class DecisionSettler(Protocol):
@@ -35,7 +43,7 @@ class DecisionSettler(Protocol):
     A protocol, so push does not import decisions (decisions imports push's outbox)."""
 
     async def settle(self, who: Principal, decision_id: int | str, selected: Any, text: Any,
-                     via: str = ...) -> dict[str, Any]: ...
+                     via: str = ..., guard: AnswerGuard | None = ...) -> dict[str, Any]: ...
 
 
 OPTION_ACTION = re.compile(r"^opt:(.+)$", re.DOTALL)
@@ -77,7 +85,10 @@ class PushService:
         self.db = db
         self.settings = settings
         self.decisions = decisions
-        self.adapters = adapters if adapters is not None else build_adapters(settings)
+        adapters = adapters if adapters is not None else build_adapters(settings)
+        # notifications carry a per-device action token, minted as they are sent
+        self.adapters = stamp_adapters(adapters, db, clock)
+        self.action_tokens = ActionTokens(db, clock)
         self.dispatcher = Dispatcher(self.db, self.adapters, settings=self.settings,
                                      metrics=metrics, clock=clock)
 
@@ -147,6 +158,14 @@ class PushService:
         return [{"id": r["id"], "platform": r["platform"], "created_at": r["created_at"],
                  "address": _display_address(r["platform"], r["config"])} for r in rows]
 
+    async def send_test(self, who: Principal, device_id: int | None) -> dict[str, Any]:
+        """Queue a test notification for the user's devices (or one); ``{"queued": n}``."""
+        async with self.db.connection() as conn:  # one statement; its hint wakes dispatchers
+            queued = await enqueue_test(conn, user_id=who.user_id, device_id=device_id)
+        if device_id is not None and queued == 0:
+            raise NotFound("No such push device.")
+        return {"queued": queued}
+
     def client_config(self) -> dict[str, Any]:
         """What a browser needs to subscribe (the VAPID public key, when one is configured)."""
         key = self.settings.vapid_private_key
@@ -157,19 +176,35 @@ class PushService:
     async def act(self, who: Principal, decision_id: int, action: str,
                   text: str | None) -> dict[str, Any]:
         """Answer a decision from a notification button or its reply box (via ``push``)."""
-        note = text if text is not None and text.strip() else None
-        match = OPTION_ACTION.match(action)
-        if match:
-            selected = [match.group(1)]
-        elif action == "other":
-            if note is None:
-                raise Invalid.at(["body", "text"], "the reply box needs some text")
-            selected = []
-        else:
-            raise Invalid.at(["body", "action"], "must be 'opt:<option id>' or 'other'")
+        selected, note = _parse_action(action, text)
         result: dict[str, Any] = await self.decisions.settle(who, decision_id, selected, note,
-                                                        via="push")
+                                                             via="push")
         return result
+
+    async def act_with_token(self, token: str, action: str, text: str | None,
+                             decision_id: int | None = None) -> dict[str, Any]:
+        """The same, with a notification's action token instead of a bearer token: the
+        token is spent in the answer's transaction (``action_tokens.py`` lists refusals)."""
+        selected, note = _parse_action(action, text)
+        who, token_decision, guard = await self.action_tokens.check(token, decision_id)
+        result: dict[str, Any] = await self.decisions.settle(who, token_decision, selected,
+                                                             note, via="push", guard=guard)
+        return result
+
+
+def _parse_action(action: str, text: str | None) -> tuple[list[str], str | None]:
+    """``opt:<id>`` or ``other`` (with text) as the card's ``selected`` and note."""
+    note = text if text is not None and text.strip() else None
+    match = OPTION_ACTION.match(action)
+    if match:
+        selected = [match.group(1)]
+    elif action == "other":
+        if note is None:
+            raise Invalid.at(["body", "text"], "the reply box needs some text")
+        selected = []
+    else:
+        raise Invalid.at(["body", "action"], "must be 'opt:<option id>' or 'other'")
+    return selected, note
 
 
 def _display_address(platform: str, config: dict[str, Any]) -> str | None:

@@ -19,6 +19,7 @@ import asyncpg
 from maxclaw.auth.service import Principal, parse_uuid
 from maxclaw.cards.definitions import Card, normalize_tool_call
 from maxclaw.components import tool_store
+from maxclaw.components.server_tools import TOOL_SPECS as SERVICE_TOOLS
 from maxclaw.components.server_tools import NeedsExecute, ToolService
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, Invalid, NotFound
@@ -124,9 +125,13 @@ class AgentMessageService:
                 for card in cards:
                     tools.components.remember(who.user_id, card)
                 return {**row, "results": results}
-        except (NeedsExecute, asyncpg.UniqueViolationError):
-            row = await self.post(who, thread_id, {**body, "execute": False})
-            return {**row, "results": await tools.executed(who, thread_id, calls)}
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name != "messages_tool_result":
+                return await self._in_two_steps(who, thread_id, body, calls, tools)
+            # the same post, concurrently, wrote these results first: replay its outcome
+            done = [c["id"] for c in calls if c["name"] in SERVICE_TOOLS]
+        except NeedsExecute:
+            return await self._in_two_steps(who, thread_id, body, calls, tools)
         # a retry of a post whose response was lost: the row that carries these calls, and
         # their results as execute replays them (any call still without one runs now)
         async with self.db.connection() as conn:
@@ -136,6 +141,13 @@ class AgentMessageService:
             raise Conflict(f"Tool call {done[0]!r} already has a result in this thread.")
         return {"id": call["message_id"], "guard": "forged" if looks_forged(content) else None,
                 "results": await tools.executed(who, thread_id, calls)}
+
+    async def _in_two_steps(self, who: Principal, thread_id: str, body: dict[str, Any],
+                            calls: list[dict[str, Any]], tools: ToolService) -> dict[str, Any]:
+        """The row posted alone, then ``execute`` for each service call (its own transactions
+        and its handling of refusals and races)."""
+        row = await self.post(who, thread_id, {**body, "execute": False})
+        return {**row, "results": await tools.executed(who, thread_id, calls)}
 
     async def _check_turn(self, conn: asyncpg.Connection, user_id: str, thread_id: str,
                           turn_id: int) -> None:

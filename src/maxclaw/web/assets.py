@@ -7,12 +7,16 @@ or an editable install serves the same files; nothing is fetched from a CDN or a
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from importlib import resources
 
 STATIC_PACKAGE = "maxclaw.web"
 STATIC_DIR = "static"
 INDEX = "index.html"
+SERVICE_WORKER = "sw.js"
+# the app shell the service worker keeps for offline starts: the page and every file it loads
+SHELL_SUFFIXES = (".js", ".css", ".png", ".svg", ".webmanifest")
 
 CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -20,12 +24,14 @@ CONTENT_TYPES = {
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
     ".png": "image/png",
+    ".webmanifest": "application/manifest+json",
 }
 
 # The app only ever talks to its own origin: no CDN, no inline script, no third-party frames.
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "connect-src 'self'; manifest-src 'self'; worker-src 'self'; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'"
 )
 
 
@@ -44,6 +50,7 @@ class WebAssets:
 
     def __init__(self, assets: dict[str, Asset]) -> None:
         self._assets = assets
+        self.service_worker = _service_worker(assets)
 
     @classmethod
     def from_package(cls) -> WebAssets:
@@ -54,11 +61,11 @@ class WebAssets:
             suffix = "." + entry.name.rsplit(".", 1)[-1] if "." in entry.name else ""
             if not entry.is_file() or suffix not in CONTENT_TYPES:
                 continue
-            body = entry.read_bytes()
-            etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
-            assets[entry.name] = Asset(entry.name, body, CONTENT_TYPES[suffix], etag)
-        if INDEX not in assets:
-            raise RuntimeError(f"the WebUI's {INDEX} is missing from the {STATIC_PACKAGE} package")
+            assets[entry.name] = _asset(entry.name, entry.read_bytes(), CONTENT_TYPES[suffix])
+        for required in (INDEX, SERVICE_WORKER):
+            if required not in assets:
+                raise RuntimeError(f"the WebUI's {required} is missing from the "
+                                   f"{STATIC_PACKAGE} package")
         return cls(assets)
 
     def get(self, name: str) -> Asset | None:
@@ -71,3 +78,20 @@ class WebAssets:
 
     def names(self) -> list[str]:
         return sorted(self._assets)
+
+
+def _asset(name: str, body: bytes, content_type: str) -> Asset:
+    etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+    return Asset(name, body, content_type, etag)
+
+
+def _service_worker(assets: dict[str, Asset]) -> Asset:
+    """``sw.js`` as served at ``/sw.js``: prefixed with the shell it caches and a version that
+    changes with any file, so a new release installs a new worker (and drops the old cache)."""
+    shell = ["/"] + [f"/assets/{name}" for name in sorted(assets)
+                     if name != SERVICE_WORKER and name.endswith(SHELL_SUFFIXES)]
+    version = hashlib.sha256("".join(a.etag for _, a in sorted(assets.items())).encode())
+    prefix = (f"const SHELL = {json.dumps(shell)};\n"
+              f"const SHELL_VERSION = {json.dumps(version.hexdigest()[:16])};\n")
+    source = assets[SERVICE_WORKER]
+    return _asset(SERVICE_WORKER, prefix.encode() + source.body, source.content_type)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Response
+from fastapi import APIRouter, Body, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from maxclaw.api.deps import Services, UserPrincipal
+from maxclaw.api.deps import Services, UserPrincipal, user_principal
+from maxclaw.errors import Invalid
 
 router = APIRouter(prefix="/v1/push")
 
@@ -56,8 +57,11 @@ Device = Annotated[WebPushDevice | ApnsDevice | WebhookDevice | LogDevice,
 
 
 class PushAction(BaseModel):
+    """With a bearer token: ``decision_id``; from a notification: its ``action_token``."""
+
     model_config = ConfigDict(extra="ignore")
-    decision_id: int
+    decision_id: int | None = None
+    action_token: str | None = Field(default=None, min_length=1, max_length=200)
     action: str = Field(min_length=1, max_length=300)
     text: str | None = None
 
@@ -80,6 +84,20 @@ async def delete_device(device_id: str, who: UserPrincipal, services: Services) 
     return Response(status_code=204)
 
 
+class PushTest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    device_id: int | None = None
+
+
+@router.post("/test", status_code=202)
+async def send_test(who: UserPrincipal, services: Services,
+                    body: PushTest | None = None) -> dict[str, Any]:
+    """A test notification to every device of the user, or to ``device_id``."""
+    result: dict[str, Any] = await services.push.send_test(
+        who, body.device_id if body is not None else None)
+    return result
+
+
 @router.get("/config")
 async def push_config(who: UserPrincipal, services: Services) -> dict[str, Any]:
     config: dict[str, Any] = services.push.client_config()
@@ -87,7 +105,16 @@ async def push_config(who: UserPrincipal, services: Services) -> dict[str, Any]:
 
 
 @router.post("/actions")
-async def act(body: PushAction, who: UserPrincipal, services: Services) -> dict[str, Any]:
-    result: dict[str, Any] = await services.push.act(who, body.decision_id, body.action,
-                                                     body.text)
+async def act(body: PushAction, request: Request, services: Services) -> dict[str, Any]:
+    """An answer from a notification: its action token alone is enough (a service worker or
+    an app extension holds no bearer token); without one, a user's bearer token and
+    ``decision_id``."""
+    if body.action_token is not None:
+        result: dict[str, Any] = await services.push.act_with_token(
+            body.action_token, body.action, body.text, body.decision_id)
+        return result
+    who = await user_principal(request)
+    if body.decision_id is None:
+        raise Invalid.at(["body", "decision_id"], "send decision_id (or an action_token)")
+    result = await services.push.act(who, body.decision_id, body.action, body.text)
     return result

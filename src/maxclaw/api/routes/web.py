@@ -1,6 +1,7 @@
-"""The WebUI: ``/`` serves the app shell, ``/assets/{name}`` its files.
+"""The WebUI: ``/`` serves the app shell, ``/assets/{name}`` its files, ``/sw.js`` its
+service worker.
 
-Mounted last, and only on these two paths, so it can never shadow ``/v1``, ``/healthz``,
+Mounted last, and only on these paths, so it can never shadow ``/v1``, ``/healthz``,
 ``/readyz`` or ``/metrics``.
 """
 
@@ -19,9 +20,10 @@ def _assets(request: Request) -> WebAssets:
     return services_of(request).web_assets
 
 
-def _respond(request: Request, asset: Asset) -> Response:
+def _respond(request: Request, asset: Asset, extra: dict[str, str] | None = None) -> Response:
     # no-cache + ETag: a browser revalidates, so an upgrade is picked up on the next load
     headers = {
+        **(extra or {}),
         "ETag": asset.etag,
         "Cache-Control": "no-cache",
         "X-Content-Type-Options": "nosniff",
@@ -37,6 +39,14 @@ def _respond(request: Request, asset: Asset) -> Response:
 async def index(request: Request) -> Response:
     """The app shell; routing inside the app uses the URL fragment (``#/t/<thread id>``)."""
     return _respond(request, _assets(request).index)
+
+
+@router.api_route("/sw.js", methods=["GET", "HEAD"], include_in_schema=False)
+async def service_worker(request: Request) -> Response:
+    """The service worker, from the root so its scope is the whole app (push, offline shell).
+
+    The asset route would limit it to ``/assets/``; it carries the same CSP as every file."""
+    return _respond(request, _assets(request).service_worker, {"Service-Worker-Allowed": "/"})
 
 
 @router.api_route("/assets/{name}", methods=["GET", "HEAD"], include_in_schema=False)

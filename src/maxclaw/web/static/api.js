@@ -96,5 +96,10 @@ export function createApi(getToken, onUnauthorized) {
     settle: (id, selected, text) => request('POST', `/v1/decisions/${enc(id)}/settle`,
       { selected, text }),
     snooze: (id, minutes) => request('POST', `/v1/decisions/${enc(id)}/snooze`, { minutes }),
+    pushConfig: () => request('GET', '/v1/push/config'),
+    pushDevices: () => request('GET', '/v1/push/devices'),
+    registerPushDevice: (device) => request('POST', '/v1/push/devices', device),
+    deletePushDevice: (id) => request('DELETE', `/v1/push/devices/${enc(id)}`),
+    pushTest: (deviceId) => request('POST', '/v1/push/test', deviceId ? { device_id: deviceId } : {}),
   };
 }

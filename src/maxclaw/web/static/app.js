@@ -2,6 +2,7 @@
 
 import { ApiError, createApi, describeError } from './api.js';
 import { h, replaceChildren } from './dom.js';
+import { registerServiceWorker, startPush } from './notifications.js';
 import { Session } from './session.js';
 
 const TOKEN_KEY = 'maxclaw.token';
@@ -94,6 +95,7 @@ async function start(token) {
   const session = new Session(root, token, { signOut });
   try {
     await session.start();
+    startPush(session);
   } catch (err) {
     session.stop();
     if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
@@ -106,19 +108,24 @@ async function start(token) {
 
 function showUnreachable(token, err) {
   root.removeAttribute('aria-busy');
+  const offline = err instanceof ApiError && err.code === 'network';
   const retry = h('button', { type: 'button', class: 'primary', onclick: () => start(token) }, 'Retry');
   replaceChildren(root, h('main', { class: 'signin-wrap' },
-    h('div', { class: 'signin' },
+    h('div', { class: 'signin', id: 'unreachable', 'data-offline': offline ? 'true' : 'false' },
       h('h1', { text: 'MaxClaw' }),
+      offline ? h('p', { class: 'offline-state', role: 'status', text: 'Offline — reconnecting…' }) : null,
       h('p', { class: 'error', role: 'alert', text: describeError(err) }),
       retry,
       h('button', { type: 'button', class: 'link-button', onclick: () => signOut() }, 'Use another token'))));
   retry.focus();
-  // the server may just be restarting: try again by itself
-  setTimeout(() => { if (retry.isConnected) start(token); }, 3000);
+  // the server may just be restarting: try again by itself (at once when the network returns)
+  const again = () => { if (retry.isConnected) start(token); };
+  setTimeout(again, 3000);
+  window.addEventListener('online', again, { once: true });
 }
 
 function boot() {
+  registerServiceWorker();
   const linked = takeTokenFromLink();
   if (linked) localStorage.setItem(TOKEN_KEY, linked);
   const token = localStorage.getItem(TOKEN_KEY);

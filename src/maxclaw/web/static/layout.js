@@ -2,6 +2,7 @@
 // composer, decisions panel. Returns the elements the session fills in.
 
 import { h, replaceChildren } from './dom.js';
+import { openNotifications } from './notifications.js';
 
 export const KIND_LABELS = {
   main: 'Main', normal: 'Thread', isolated: 'Isolated', background: 'Background',
@@ -28,6 +29,13 @@ export function buildLayout(root, session) {
     type: 'button', class: 'link-button', onclick: () => session.signOut(),
     'aria-label': `Sign out ${session.me.name}`,
   }, 'Sign out');
+  // on a phone only the icon shows (the top bar is full); the name stays for screen readers
+  el.notificationsButton = h('button', {
+    type: 'button', class: 'link-button notifications-button', id: 'notifications-button',
+    'aria-haspopup': 'dialog', 'aria-label': 'Notifications', title: 'Notifications',
+    onclick: () => openNotifications(session),
+  }, h('img', { src: '/assets/icon-192.png', alt: '', width: '18', height: '18' }),
+  h('span', { class: 'label', text: 'Notifications' }));
   const top = h('header', { class: 'topbar' },
     el.navToggle,
     h('span', { class: 'brand', text: 'MaxClaw' }),
@@ -35,6 +43,7 @@ export function buildLayout(root, session) {
     el.conn,
     h('span', { class: 'spacer' }),
     el.panelToggle,
+    el.notificationsButton,
     signOut);
 
   el.bannerText = h('span', { text: 'Offline: reconnecting…' });

@@ -1,0 +1,555 @@
+"""Web Push in the WebUI, in headless Chromium against the real ``maxclaw serve``.
+
+The server sends its encrypted Web Push to a local endpoint standing in for the browser's push
+service; the test decrypts it with the subscription's keys (what the push service and the
+browser do between them) and delivers that payload into the page's service worker through the
+DevTools protocol (``ServiceWorker.deliverPushMessage``). The worker shows the notification;
+clicks are dispatched in the worker and answer over the real API with the action token.
+
+What this machine cannot do: ``PushManager.subscribe`` needs the browser vendor's push service
+(FCM for Chromium), which is unreachable here, so the Notifications view is tested up to that
+call (the browser's own refusal is shown in words) and device registration is tested with a
+subscription the test makes itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    CDPSession,
+    Page,
+    Request,
+    Worker,
+    async_playwright,
+    expect,
+)
+
+from tests.conftest import ServerProcess, start_server
+from tests.e2e.webui_helpers import (
+    ARTIFACTS,
+    CHOICE,
+    DESKTOP,
+    SECRET,
+    WebUser,
+    launch,
+    make_user,
+    new_thread,
+    post_card,
+    screenshot,
+)
+from tests.integration.push_fakes import Endpoint
+from tests.integration.test_push_delivery import VAPID_PEM, Subscriber
+
+pytestmark = pytest.mark.browser
+
+NOTIFICATIONS_JS = """async () => {
+  const registration = await navigator.serviceWorker.ready;
+  const shown = await registration.getNotifications();
+  return shown.map((n) => ({title: n.title, body: n.body, tag: n.tag, data: n.data,
+                            actions: n.actions.map((a) => ({action: a.action, title: a.title}))}));
+}"""
+# a click on a shown notification, dispatched in the worker (a script-made event: the worker's
+# handler runs as for a real click; the test then watches what it did)
+CLICK_JS = """async ([tag, action, reply]) => {
+  const [notification] = await self.registration.getNotifications({tag});
+  if (!notification) throw new Error('no notification with tag ' + tag);
+  const init = {notification, action};
+  if (reply !== null) init.reply = reply;
+  self.dispatchEvent(new NotificationEvent('notificationclick', init));
+}"""
+
+
+@pytest.fixture
+def push_server(database_url: str, tmp_path: Path) -> Any:
+    """``maxclaw serve`` with a VAPID key and push targets on 127.0.0.1 allowed."""
+    srv = start_server(database_url, tmp_path / "serve.log", env={
+        "MAXCLAW_VAPID_PRIVATE_KEY": VAPID_PEM, "MAXCLAW_PUSH_ALLOW_PRIVATE_URLS": "true",
+        "MAXCLAW_PUSH_BACKOFF_BASE_S": "0.05", "MAXCLAW_PUSH_BACKOFF_MAX_S": "0.2"})
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        chromium = await launch(playwright)
+        yield chromium
+        await chromium.close()
+
+
+@pytest.fixture
+async def max_user(push_server: ServerProcess, database_url: str) -> AsyncIterator[WebUser]:
+    who = await make_user(database_url, push_server.base_url)
+    yield who
+    await who.aclose()
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], what: str,
+                     timeout_s: float = 15.0) -> Any:
+    """Poll ``check`` until it returns something truthy (a browser or another process acts
+    on its own schedule; there is nothing to await across that boundary)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+@dataclass
+class PushTab:
+    """A signed-in page with its service worker running, and the DevTools handle to push."""
+
+    context: BrowserContext
+    page: Page
+    cdp: CDPSession
+    registration_id: str
+    origin: str
+    errors: list[str]
+
+    async def worker(self) -> Worker:
+        async def find() -> Worker | None:
+            return next((w for w in self.context.service_workers
+                         if w.url.endswith("/sw.js")), None)
+        found: Worker = await eventually(find, "the service worker")
+        return found
+
+    async def deliver(self, payload: dict[str, Any] | str) -> None:
+        data = payload if isinstance(payload, str) else json.dumps(payload)
+        await self.cdp.send("ServiceWorker.deliverPushMessage", {
+            "origin": self.origin, "registrationId": self.registration_id, "data": data})
+
+    async def notifications(self) -> list[dict[str, Any]]:
+        shown: list[dict[str, Any]] = await self.page.evaluate(NOTIFICATIONS_JS)
+        return shown
+
+    async def wait_notifications(self, predicate: Callable[[list[dict[str, Any]]], bool],
+                                 what: str) -> list[dict[str, Any]]:
+        async def check() -> tuple[list[dict[str, Any]]] | None:
+            shown = await self.notifications()
+            return (shown,) if predicate(shown) else None  # a tuple: [] is a valid answer
+        try:
+            [result] = await eventually(check, what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; shown: {await self.notifications()}") from None
+        return result
+
+    async def click(self, tag: str, action: str, reply: str | None = None) -> None:
+        await (await self.worker()).evaluate(CLICK_JS, [tag, action, reply])
+
+
+async def open_push_tab(browser: Browser, base_url: str, token: str) -> PushTab:
+    context = await browser.new_context(viewport=DESKTOP)
+    await context.grant_permissions(["notifications"], origin=base_url)
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    cdp = await context.new_cdp_session(page)
+    registrations: dict[str, str] = {}
+    cdp.on("ServiceWorker.workerRegistrationUpdated", lambda event: registrations.update(
+        {r["scopeURL"]: r["registrationId"] for r in event["registrations"]}))
+    await cdp.send("ServiceWorker.enable")
+    await page.goto(f"{base_url}/#token={token}")
+    await expect(page.locator(".conn")).to_have_attribute("data-state", "online")
+    state = await page.evaluate(
+        "navigator.serviceWorker.ready.then((r) => r.active && r.active.state)")
+    assert state in ("activating", "activated")
+
+    async def registered() -> str | None:
+        return registrations.get(base_url + "/")
+    registration_id: str = await eventually(registered, "the worker's registration id")
+    return PushTab(context, page, cdp, registration_id, base_url, errors)
+
+
+class Phone:
+    """The browser's push subscription as the server knows it: keys, and an endpoint on
+    127.0.0.1 that records what the server sends."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.subscriber = Subscriber()
+        self.device_id = 0
+        self.name = ""
+
+    async def register(self, who: WebUser, name: str = "chromium") -> None:
+        self.name = name
+        resp = await who.user.post("/v1/push/devices", json={
+            "platform": "webpush", "endpoint": f"{self.endpoint.url}/push/{name}",
+            "keys": self.subscriber.keys})
+        assert resp.status_code == 201, resp.text
+        self.device_id = int(resp.json()["id"])
+
+    async def payload(self, kind: str, collapse_id: str) -> dict[str, Any]:
+        """The first delivery of ``kind`` for ``collapse_id``, decrypted (deliveries to one
+        device keep their order per card, not across cards)."""
+        async def find() -> dict[str, Any] | None:
+            for hit in self.endpoint.hits:
+                if not hit.path.endswith(f"/push/{self.name}"):
+                    continue
+                payload: dict[str, Any] = self.subscriber.decrypt(hit.body)
+                if payload.get("kind") == kind and payload.get("collapse_id") == collapse_id:
+                    return payload
+            return None
+        found: dict[str, Any] = await eventually(find, f"a {kind} push for {collapse_id}",
+                                                 timeout_s=20)
+        return found
+
+
+async def component_state(who: WebUser, cid: str) -> dict[str, Any]:
+    resp = await who.user.get(f"/v1/components/{cid}")
+    assert resp.status_code == 200, resp.text
+    state: dict[str, Any] = resp.json()
+    return state
+
+
+async def ask(who: WebUser, thread_id: str, *questions: dict[str, Any]) -> str:
+    call_id = await post_card(who, thread_id, *(questions or (CHOICE,)))
+    return f"{call_id}:{(questions or (CHOICE,))[0]['id']}"
+
+
+# ---- the notification answers the card, a withdraw closes it -------------------------------
+
+async def test_a_notification_button_answers_the_card_and_a_withdraw_closes_it(
+        push_server: ServerProcess, max_user: WebUser, browser: Browser) -> None:
+    tab = await open_push_tab(browser, push_server.base_url, max_user.user_token)
+    async with Endpoint() as endpoint:
+        phone = Phone(endpoint)
+        await phone.register(max_user)
+        tid = await new_thread(max_user, "Refactor")
+
+        # 1. the server's notification, delivered into the worker, shows the card's options
+        cid = await ask(max_user, tid)
+        payload = await phone.payload("agent-question", f"ask:{cid}")
+        assert payload["action_token"]
+        await tab.deliver(payload)
+        [shown] = await tab.wait_notifications(lambda n: len(n) == 1, "the question")
+        assert shown["title"] == "Refactor"
+        assert shown["body"] == "Keep the old field for one version?"
+        assert shown["tag"] == f"ask:{cid}"
+        # recommended first; Chromium shows at most Notification.maxActions buttons
+        max_actions = await tab.page.evaluate("Notification.maxActions")
+        assert shown["actions"] == [
+            {"action": "opt:keep", "title": "Keep one version"},
+            {"action": "opt:drop", "title": "Remove it now"},
+            {"action": "other", "title": "Other…"}][:max_actions]
+        assert "token" not in json.dumps(shown["data"]).replace("action_token", "")
+        assert max_user.user_token not in json.dumps(shown)
+
+        # 2. a click on an option answers the card over the real API, via push
+        requests: list[Request] = []
+        tab.context.on("request", lambda request: requests.append(request))
+        await tab.click(f"ask:{cid}", "opt:keep")
+
+        async def answered() -> dict[str, Any] | None:
+            state = await component_state(max_user, cid)
+            return state if state["status"] == "answered" else None
+        state = await eventually(answered, "the card answered from the notification")
+        assert state["answered_via"] == "push" and state["answer"]["selected"] == ["keep"]
+        await tab.wait_notifications(lambda n: n == [], "the clicked notification to close")
+        # the worker sent the action token, never the bearer token
+        posts = [r for r in requests if r.url.endswith("/v1/push/actions")]
+        assert len(posts) == 1
+        assert "authorization" not in {k.lower() for k in posts[0].headers}
+        assert json.loads(posts[0].post_data or "{}") == {
+            "action_token": payload["action_token"], "action": "opt:keep", "text": None}
+        # the page follows over its WebSocket, like for any answer
+        await expect(tab.page.locator(f'#decisions [data-component-id="{cid}"]')).to_have_count(0)
+
+        # 3. the answer's withdraw reaches the device and closes nothing else
+        withdraw = await phone.payload("withdraw", f"ask:{cid}")
+        assert withdraw == {"v": 1, "kind": "withdraw", "collapse_id": f"ask:{cid}"}
+
+        # 4. a second question, answered elsewhere: its withdraw closes the notification
+        second = await ask(max_user, tid)
+        await tab.deliver(await phone.payload("agent-question", f"ask:{second}"))
+        await tab.wait_notifications(lambda n: [x["tag"] for x in n] == [f"ask:{second}"],
+                                     "the second question")
+        resp = await max_user.user.post(f"/v1/components/{second}/answer",
+                                        json={"selected": ["drop"]})
+        assert resp.status_code == 200
+        withdraw = await phone.payload("withdraw", f"ask:{second}")
+        await tab.deliver(withdraw)
+        await tab.wait_notifications(lambda n: n == [], "the withdraw to close it")
+
+        # 5. the reply box answers "Other…" with its text
+        third = await ask(max_user, tid)
+        reply_payload = await phone.payload("agent-question", f"ask:{third}")
+        await tab.deliver(reply_payload)
+        await tab.wait_notifications(lambda n: len(n) == 1, "the third question")
+        await tab.click(f"ask:{third}", "other", "Keep it for two versions")
+        state = await eventually(lambda: _answered(max_user, third), "the reply")
+        assert state["answer"]["text"] == "Keep it for two versions"
+        assert state["answer"]["selected"] == []
+    assert tab.errors == []
+    await tab.context.close()
+
+
+async def _answered(who: WebUser, cid: str) -> dict[str, Any] | None:
+    state = await component_state(who, cid)
+    return state if state["status"] == "answered" else None
+
+
+async def test_a_secret_question_opens_the_app_and_a_body_tap_opens_the_card(
+        push_server: ServerProcess, max_user: WebUser, browser: Browser) -> None:
+    tab = await open_push_tab(browser, push_server.base_url, max_user.user_token)
+    async with Endpoint() as endpoint:
+        phone = Phone(endpoint)
+        await phone.register(max_user)
+        tid = await new_thread(max_user, "Deploy")
+        cid = await ask(max_user, tid, SECRET)
+        payload = await phone.payload("agent-question", f"ask:{cid}")
+        assert payload["secret"] is True and "action_token" not in payload
+        await tab.deliver(payload)
+        [shown] = await tab.wait_notifications(lambda n: len(n) == 1, "the secret question")
+        assert shown["actions"] == []  # typed only in the app
+        assert shown["body"] == "Paste the deploy token"
+        assert tab.page.url.endswith(f"#/t/{max_user.main_thread_id}")
+        await tab.click(f"ask:{cid}", "")
+        await expect(tab.page).to_have_url(f"{push_server.base_url}/#/t/{tid}")
+        assert (await component_state(max_user, cid))["status"] == "open"
+    await tab.context.close()
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+async def test_unknown_payloads_stale_tokens_and_answered_elsewhere(
+        push_server: ServerProcess, max_user: WebUser, browser: Browser) -> None:
+    tab = await open_push_tab(browser, push_server.base_url, max_user.user_token)
+    async with Endpoint() as endpoint:
+        phone = Phone(endpoint)
+        await phone.register(max_user)
+        tid = await new_thread(max_user, "Refactor")
+
+        # a payload of a version the worker does not know: a plain notice, no buttons
+        for bad in ({"v": 99, "kind": "agent-question", "title": "?", "actions": []},
+                    "not json at all"):
+            await tab.deliver(bad)
+            [shown] = await tab.wait_notifications(lambda n: len(n) == 1, "the plain notice")
+            assert shown["title"] == "MaxClaw" and shown["actions"] == []
+            assert shown["body"] == "Something new is waiting. Open MaxClaw to see it."
+            await tab.click("maxclaw:unknown", "")  # opens the app; nothing is answered
+            await tab.wait_notifications(lambda n: n == [], "the notice to close")
+
+        # a stale token (the server refuses it): the worker says so, nothing is answered
+        cid = await ask(max_user, tid)
+        payload = await phone.payload("agent-question", f"ask:{cid}")
+        forged = {**payload, "action_token": "mcpa_" + "A" * 43}
+        await tab.deliver(forged)
+        await tab.wait_notifications(lambda n: len(n) == 1, "the question")
+        await tab.click(f"ask:{cid}", "opt:keep")
+        [note] = await tab.wait_notifications(
+            lambda n: len(n) == 1 and n[0]["title"] != "Refactor", "the stale-token note")
+        assert note["title"] == "This notification is out of date"
+        assert note["actions"] == []
+        assert (await component_state(max_user, cid))["status"] == "open"
+
+        # answered elsewhere before the click: "Already answered", the first answer stands
+        await tab.deliver(payload)
+        await tab.wait_notifications(lambda n: len(n) == 1 and n[0]["title"] == "Refactor",
+                                     "the question again")
+        resp = await max_user.user.post(f"/v1/components/{cid}/answer",
+                                        json={"selected": ["drop"]})
+        assert resp.status_code == 200
+        await tab.click(f"ask:{cid}", "opt:keep")
+        [note] = await tab.wait_notifications(
+            lambda n: len(n) == 1 and n[0]["title"] != "Refactor", "the already-answered note")
+        assert note["title"] == "Already answered"
+        assert note["body"] == "This question was already answered elsewhere."
+        state = await component_state(max_user, cid)
+        assert state["answer"]["selected"] == ["drop"] and state["answered_via"] == "card"
+    assert tab.errors == []
+    await tab.context.close()
+
+
+# ---- the Notifications view --------------------------------------------------------------------
+
+SPY_SUBSCRIBE = """
+(() => {
+  const real = PushManager.prototype.subscribe;
+  window.__subscribeCalls = [];
+  PushManager.prototype.subscribe = function (options) {
+    const key = options && options.applicationServerKey;
+    window.__subscribeCalls.push({userVisibleOnly: options.userVisibleOnly,
+                                  key: key ? Array.from(new Uint8Array(key)) : null});
+    return real.call(this, options);
+  };
+})();
+"""
+
+
+async def test_the_notifications_view(push_server: ServerProcess, max_user: WebUser,
+                                      browser: Browser) -> None:
+    async with Endpoint() as endpoint:
+        phone = Phone(endpoint)
+        await phone.register(max_user, "laptop")
+        tid = await new_thread(max_user, "Schema work")
+        await ask(max_user, tid)
+        await endpoint.wait_hits(1)
+        tab = await open_push_tab(browser, push_server.base_url, max_user.user_token)
+        await tab.page.add_init_script(SPY_SUBSCRIBE)
+        await tab.page.reload()
+        await expect(tab.page.locator(".conn")).to_have_attribute("data-state", "online")
+        page = tab.page
+
+        await page.get_by_role("button", name="Notifications").click()
+        dialog = page.get_by_role("dialog", name="Notifications")
+        await expect(dialog).to_be_visible()
+        await expect(dialog.locator("#push-state")).to_have_text(
+            "Off: this browser gets no notifications.")
+        devices = dialog.locator(".push-device")
+        await expect(devices).to_have_count(1)
+        await expect(devices.first).to_contain_text("Browser")
+        await expect(devices.first).to_contain_text("127.0.0.1")
+        # the preview shows the open question as its push would: thread title, buttons
+        preview = dialog.locator(".notif-preview")
+        await expect(preview.locator(".notif-title")).to_have_text("Schema work")
+        await expect(preview.locator(".notif-action")).to_have_text(
+            ["Keep one version", "Remove it now", "Other…"])
+        # docs/img/notification-preview.png is a copy of this picture
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        await preview.screenshot(path=str(ARTIFACTS / "notification-preview.png"))
+        await screenshot(page, "notifications-view")
+
+        # enable: the server's VAPID key goes to the browser's subscribe, which needs the
+        # vendor's push service; here it refuses, and the view says so in words
+        config = (await max_user.user.get("/v1/push/config")).json()
+        await dialog.get_by_role("button", name="Enable on this browser").click()
+        await expect(dialog.locator("#push-error")).to_contain_text(
+            "The browser's push service refused to subscribe", timeout=30_000)
+        calls = await page.evaluate("window.__subscribeCalls")
+        assert len(calls) == 1 and calls[0]["userVisibleOnly"] is True
+        assert bytes(calls[0]["key"]) == _b64url(config["vapid_public_key"])
+        assert await page.evaluate("Notification.permission") == "granted"
+        listed = (await max_user.user.get("/v1/push/devices")).json()["devices"]
+        assert len(listed) == 1  # nothing registered without a subscription
+
+        # a test notification goes through the server's outbox to the device
+        await dialog.get_by_role("button", name="Send a test notification").click()
+        await expect(dialog.locator(".push-message")).to_have_text(
+            "Test notification sent to 1 device.")
+        test_payload = await phone.payload("test", "maxclaw:test")
+        assert "action_token" not in test_payload
+        await tab.deliver(test_payload)
+        [shown] = await tab.wait_notifications(lambda n: len(n) == 1, "the test notification")
+        assert shown["title"] == "MaxClaw" and shown["tag"] == "maxclaw:test"
+
+        # remove the device
+        await devices.first.get_by_role("button", name="Remove").click()
+        await expect(dialog.locator("#push-no-devices")).to_be_visible()
+        assert (await max_user.user.get("/v1/push/devices")).json()["devices"] == []
+        await dialog.get_by_role("button", name="Close notifications").click()
+        await expect(dialog).to_be_hidden()
+    assert tab.errors == []
+    await tab.context.close()
+
+
+def _b64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+RESUBSCRIBE_JS = """async ([endpoint, keys]) => {
+  const subscription = {endpoint, toJSON: () => ({endpoint, expirationTime: null, keys})};
+  const event = new ExtendableEvent('pushsubscriptionchange');
+  Object.defineProperty(event, 'oldSubscription', {value: null});
+  Object.defineProperty(event, 'newSubscription', {value: subscription});
+  self.dispatchEvent(event);
+}"""
+
+
+async def test_a_renewed_subscription_is_registered_and_the_old_device_removed(
+        push_server: ServerProcess, max_user: WebUser, browser: Browser) -> None:
+    """``pushsubscriptionchange``: Chromium never fires it here, so the test dispatches it with
+    a new subscription (its endpoint on 127.0.0.1); the worker parks it, the page registers it
+    with the bearer token the worker never has, and removes the device it replaces."""
+    tab = await open_push_tab(browser, push_server.base_url, max_user.user_token)
+    async with Endpoint() as endpoint:
+        old, new = Phone(endpoint), Phone(endpoint)
+        await old.register(max_user, "old")
+        # this browser's registration, as the view's enable would have stored it
+        await tab.page.evaluate(
+            "([id, endpoint]) => localStorage.setItem('maxclaw.push.device', "
+            "JSON.stringify({id, endpoint}))", [old.device_id, f"{endpoint.url}/push/old"])
+        new_endpoint = f"{endpoint.url}/push/renewed"
+        await (await tab.worker()).evaluate(RESUBSCRIBE_JS, [new_endpoint, new.subscriber.keys])
+
+        async def renewed() -> list[dict[str, Any]] | None:
+            devices: list[dict[str, Any]] = (
+                await max_user.user.get("/v1/push/devices")).json()["devices"]
+            return devices if len(devices) == 1 and devices[0]["id"] != old.device_id else None
+        [device] = await eventually(renewed, "the renewed subscription registered")
+        await expect(tab.page.locator(".toast-item")).to_contain_text("renewed subscription")
+        stored = json.loads(await tab.page.evaluate(
+            "localStorage.getItem('maxclaw.push.device')"))
+        assert stored == {"id": device["id"], "endpoint": new_endpoint}
+        # and pushes now go to the new endpoint, readable with the new keys
+        await ask(max_user, await new_thread(max_user, "After renewal"))
+        await endpoint.wait_hits(1)
+        assert endpoint.hits[0].path == "/push/renewed"
+        assert new.subscriber.decrypt(endpoint.hits[0].body)["kind"] == "agent-question"
+    await tab.context.close()
+
+
+# ---- installable, offline ----------------------------------------------------------------------
+
+def test_worker_manifest_and_icons_are_served(push_server: ServerProcess) -> None:
+    with httpx.Client(base_url=push_server.base_url) as client:
+        worker = client.get("/sw.js")
+        assert worker.status_code == 200
+        assert worker.headers["content-type"].startswith("text/javascript")
+        assert worker.headers["service-worker-allowed"] == "/"
+        assert worker.headers["cache-control"] == "no-cache"
+        assert "worker-src 'self'" in worker.headers["content-security-policy"]
+        shell = json.loads(worker.text.split("\n", 1)[0].removeprefix("const SHELL = ")
+                           .removesuffix(";"))
+        assert "/" in shell and "/assets/app.js" in shell and "/assets/notifications.js" in shell
+        assert client.get("/sw.js", headers={"If-None-Match": worker.headers["etag"]}) \
+            .status_code == 304
+        manifest = client.get("/assets/manifest.webmanifest")
+        assert manifest.headers["content-type"] == "application/manifest+json"
+        body = manifest.json()
+        assert body["display"] == "standalone" and body["start_url"] == "/"
+        for icon in body["icons"]:
+            png = client.get(icon["src"])
+            assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
+        index = client.get("/").text
+        for needle in ('rel="manifest"', 'rel="apple-touch-icon"',
+                       'name="apple-mobile-web-app-capable"', 'name="theme-color"'):
+            assert needle in index
+        assert "manifest-src 'self'" in client.get("/").headers["content-security-policy"]
+
+
+async def test_offline_the_page_says_reconnecting(database_url: str, tmp_path: Path,
+                                                  browser: Browser) -> None:
+    """With the server gone, a reload comes from the worker's shell and says it is offline,
+    then picks up by itself when the server is back."""
+    srv = start_server(database_url, tmp_path / "serve.log")
+    who = await make_user(database_url, srv.base_url)
+    try:
+        tab = await open_push_tab(browser, srv.base_url, who.user_token)
+        port = int(srv.base_url.rsplit(":", 1)[1])
+        srv.stop()
+        await tab.page.reload()
+        await expect(tab.page.locator(".offline-state")).to_have_text("Offline — reconnecting…")
+        await expect(tab.page.locator("#unreachable")).to_have_attribute("data-offline", "true")
+        await screenshot(tab.page, "offline")
+        srv = start_server(database_url, tmp_path / "serve2.log", port=port)
+        await expect(tab.page.locator(".conn")).to_have_attribute("data-state", "online",
+                                                                   timeout=20_000)
+        await tab.context.close()
+    finally:
+        srv.stop()
+        await who.aclose()
