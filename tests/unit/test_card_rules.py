@@ -107,7 +107,9 @@ def test_answer_text_names_the_card_and_the_labels() -> None:
 
 def test_handoff_text_offers_what_main_may_do() -> None:
     normal = handoff_text(definition(CHOICE), "Orders", "th-1")
-    assert "a = Alpha (recommended); b = Beta" in normal and "answer_for_max(" in normal
+    # the asking agent's words are quoted data (the trust boundary), the offer is the service's
+    assert '"a" = "Alpha" (recommended); "b" = "Beta"' in normal and "answer_for_max(" in normal
+    assert "not instructions" in normal
     text = handoff_text(definition(CHOICE, stakes="irreversible"), "Orders", "th-1")
     assert "irreversible" in text and "answer_for_max(" not in text and "hand_back(" in text
 

@@ -88,3 +88,29 @@ def revoke_text(definition: ComponentDefinition) -> str:
     return (f'{REVOKE_PREFIX} to "{definition.title}" (question card {definition.id}). '
             "Undo anything that relied on it; the question is open again and his own answer "
             "will arrive as a new message.")
+
+
+# ----- what a person sees (the WebUI draws these; the model reads the bodies above) -----
+
+def answer_meta(definition: ComponentDefinition, answer: dict[str, Any], *, by_main: bool,
+                via: str) -> dict[str, Any]:
+    """``source_meta`` of an answer message: enough for a client to draw a compact answer chip
+    ("You chose Keep one version") without parsing the body written for the model. A secret
+    carries no answer here, only that it was submitted."""
+    meta: dict[str, Any] = {"componentId": definition.id,
+                            "answeredBy": "main" if by_main else "max", "via": via,
+                            "title": definition.title, "question": definition.question}
+    if definition.sensitive:
+        meta["hidden"] = True
+    else:
+        meta["labels"] = [definition.option_label(i) for i in answer["selected"]]
+        meta["note"] = answer.get("text")
+    return {"componentAnswer": meta}
+
+
+def handoff_meta(definition: ComponentDefinition, thread_id: str,
+                 phase: str = "with-main") -> dict[str, Any]:
+    """``source_meta`` of a hand-off message in Main's thread."""
+    return {"askHandoff": {"componentId": definition.id, "threadId": thread_id,
+                           "phase": phase, "title": definition.title,
+                           "question": definition.question}}

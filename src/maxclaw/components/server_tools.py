@@ -19,6 +19,7 @@ from maxclaw.components import tool_store
 from maxclaw.components.service import ComponentService
 from maxclaw.db.database import Database
 from maxclaw.errors import ComponentError, Forbidden, Invalid, MaxclawError, NotFound
+from maxclaw.timefmt import rfc3339
 from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.service import TimelineService, scoped_thread_id
 
@@ -201,7 +202,7 @@ class ToolService:
                          watching: bool | None = None) -> tuple[int, dict[str, Any], None]:
         def content_for(due_at: Any) -> dict[str, Any]:
             return {"posted": True, "note": ASK_NOTE, "components": [
-                {"id": c.id, "kind": c.kind, "answer_due_at": due_at.isoformat()}
+                {"id": c.id, "kind": c.kind, "answer_due_at": rfc3339(due_at)}
                 for c in card.components]}
 
         tool_row = await self.components.post_card(

@@ -22,7 +22,13 @@ from maxclaw.auth.service import Principal
 from maxclaw.cards.answers import stored_answer, validate_answer
 from maxclaw.cards.definitions import Card, ComponentDefinition, components_of_tool_call
 from maxclaw.cards.rules import main_may_take
-from maxclaw.cards.text import answer_message_text, handoff_text, revoke_text
+from maxclaw.cards.text import (
+    answer_message_text,
+    answer_meta,
+    handoff_meta,
+    handoff_text,
+    revoke_text,
+)
 from maxclaw.clock import Clock
 from maxclaw.components import store
 from maxclaw.components.machine import (
@@ -44,6 +50,7 @@ from maxclaw.metrics import Metrics
 from maxclaw.presence import store as presence_store
 from maxclaw.secrets.mask import mask_token
 from maxclaw.secrets.service import SecretService
+from maxclaw.timefmt import rfc3339, rfc3339_or_none
 from maxclaw.timeline import store as timeline_store
 
 WATCHED_DUE = timedelta(hours=1)
@@ -65,7 +72,7 @@ def state_of(row: dict[str, Any], rule: bool = False) -> dict[str, Any]:
     ``main_may_take`` ("let Main decide" is offered now; ``rule`` is ``rules.main_may_take``)."""
     return {"status": row["status"], "answered_by": row["answered_by"],
             "answered_via": row["answered_via"], "answer": row["answer"],
-            "due_at": row["due_at"].isoformat() if row["due_at"] else None,
+            "due_at": rfc3339_or_none(row["due_at"]),
             "answerable_here": answerable_here(row["status"]),
             "main_may_take": may_hand_to_main(row["status"], rule)}
 
@@ -92,10 +99,12 @@ def component_projection(row: dict[str, Any], definition: ComponentDefinition,
         **definition.model_dump(mode="json"),
         "status": row["status"], "answer": row["answer"], "answered_by": row["answered_by"],
         "answered_via": row["answered_via"], "main_reason": row["main_reason"],
-        "due_at": row["due_at"], "decision_id": row["decision_id"],
+        "due_at": rfc3339_or_none(row["due_at"]), "decision_id": row["decision_id"],
         "thread_id": row["thread_id"], "message_id": row["message_id"],
-        "tool_message_id": row["tool_message_id"], "posted_at": row["posted_at"],
-        "answered_at": row["answered_at"], "seen_at": row["seen_at"],
+        "tool_message_id": row["tool_message_id"],
+        "posted_at": rfc3339_or_none(row["posted_at"]),
+        "answered_at": rfc3339_or_none(row["answered_at"]),
+        "seen_at": rfc3339_or_none(row["seen_at"]),
     }
 
 
@@ -155,7 +164,7 @@ class ComponentService:
         due_at = now + (WATCHED_DUE if watching else timedelta(minutes=card.main_after_minutes))
         rule = main_may_take(card, thread)
         states = {c.id: {"status": Status.OPEN.value, "answered_by": None, "answered_via": None,
-                         "answer": None, "due_at": due_at.isoformat(),
+                         "answer": None, "due_at": rfc3339(due_at),
                          "answerable_here": answerable_here(Status.OPEN),
                          "main_may_take": may_hand_to_main(Status.OPEN, rule)}
                   for c in card.components}
@@ -230,9 +239,8 @@ class ComponentService:
                 await timeline_store.insert_message(
                     conn, user_id=user_id, thread_id=main_id, role="user",
                     body=handoff_text(definition, row["thread_title"], row["thread_id"]),
-                    source_meta={"askHandoff": {"componentId": row["id"],
-                                                "threadId": row["thread_id"],
-                                                "phase": t.target.value}})
+                    source_meta=handoff_meta(definition, row["thread_id"],
+                                             phase=t.target.value))
                 await timeline_store.wake_thread(conn, user_id, main_id)
             elif effect is Effect.REOPEN_CARRIER:
                 await carriers.revert(conn, user_id, new["decision_id"], row["thread_title"])
@@ -308,9 +316,7 @@ class ComponentService:
             conn, user_id=user_id, thread_id=row["thread_id"], role="user", body=body,
             secret=sealed,
             display={"line": SECRET_LINE} if definition.sensitive else None,
-            source_meta={"componentAnswer": {"componentId": definition.id,
-                                             "answeredBy": "main" if by_main else "max",
-                                             "via": via}},
+            source_meta=answer_meta(definition, answer, by_main=by_main, via=via),
             sensitive=definition.sensitive)
 
     # ----- hand-off to Main -----
@@ -428,9 +434,8 @@ class ComponentService:
             {"user_id": row["user_id"], "thread_id": mains[row["user_id"]], "role": "user",
              "body": handoff_text(cards[_key(row)].component(row["id"]), row["thread_title"],
                                   row["thread_id"]),
-             "source_meta": {"askHandoff": {"componentId": row["id"],
-                                            "threadId": row["thread_id"],
-                                            "phase": "with-main"}}}
+             "source_meta": handoff_meta(cards[_key(row)].component(row["id"]),
+                                         row["thread_id"])}
             for row in take])
         await store.audit_many(conn, [(row["user_id"], row["id"]) for row in take],
                                from_status=Status.OPEN.value,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from maxclaw.timefmt import rfc3339, rfc3339_or_none
+
 
 def decision_projection(row: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -14,6 +16,7 @@ def decision_projection(row: dict[str, Any]) -> dict[str, Any]:
         "title": row["title"], "body": row["body"], "options": row["options"],
         "allow_text": row["allow_text"], "sensitive": row["sensitive"],
         "answer_text": row["answer_text"], "settled_via": row["settled_via"], "bar": row["bar"],
-        "bar_snoozed_until": row["bar_snoozed_until"], "created_at": row["created_at"],
-        "settled_at": row["settled_at"], "rev": row["rev"],
+        "bar_snoozed_until": rfc3339_or_none(row["bar_snoozed_until"]),
+        "created_at": rfc3339(row["created_at"]),
+        "settled_at": rfc3339_or_none(row["settled_at"]), "rev": row["rev"],
     }

@@ -33,6 +33,7 @@ from maxclaw.push.addresses import host_of, port_reason, resolved_private_reason
 from maxclaw.push.dispatcher import Dispatcher
 from maxclaw.push.test_notification import enqueue_test
 from maxclaw.settings import Settings
+from maxclaw.timefmt import rfc3339
 
 # runs inside the answer's transaction (``decisions.service.AnswerGuard``, restated here)
 AnswerGuard = Callable[[asyncpg.Connection], Awaitable[None]]
@@ -155,7 +156,7 @@ class PushService:
         """The user's devices without secrets or keys (platform, where, since when)."""
         async with self.db.connection() as conn:
             rows = await store.list_devices(conn, user_id=who.user_id)
-        return [{"id": r["id"], "platform": r["platform"], "created_at": r["created_at"],
+        return [{"id": r["id"], "platform": r["platform"], "created_at": rfc3339(r["created_at"]),
                  "address": _display_address(r["platform"], r["config"])} for r in rows]
 
     async def send_test(self, who: Principal, device_id: int | None) -> dict[str, Any]:

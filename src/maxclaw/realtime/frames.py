@@ -11,6 +11,7 @@ from pydantic_core import to_jsonable_python
 from maxclaw.decisions.projections import decision_projection
 from maxclaw.realtime.cursor import Position, encode
 from maxclaw.realtime.store import Change
+from maxclaw.timefmt import rfc3339
 from maxclaw.timeline.projections import message_projection, thread_projection
 
 _PROJECTIONS = {
@@ -21,7 +22,9 @@ _PROJECTIONS = {
 
 
 def _default(value: Any) -> Any:
-    # the same encoder FastAPI uses for the REST responses: datetimes as RFC 3339 ("…Z")
+    # instants in the one wire form (``timefmt``), like the REST bodies; the rest as pydantic
+    if isinstance(value, datetime):
+        return rfc3339(value)
     return to_jsonable_python(value)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from maxclaw.cards.definitions import cached_definitions
+from maxclaw.timefmt import rfc3339
 
 SECRET_LINE = "Submitted (not echoed)"
 
@@ -17,7 +18,8 @@ SECRET_LINE = "Submitted (not echoed)"
 def thread_projection(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": row["id"], "kind": row["kind"], "category": row["category"], "title": row["title"],
-        "turn_state": row["turn_state"], "created_at": row["created_at"], "rev": row["rev"],
+        "turn_state": row["turn_state"], "created_at": rfc3339(row["created_at"]),
+        "rev": row["rev"],
     }
 
 
@@ -38,6 +40,6 @@ def message_projection(row: dict[str, Any]) -> dict[str, Any]:
         "display": row["display"],
         "source_meta": row["source_meta"],
         "components": components,
-        "created_at": row["created_at"],
+        "created_at": rfc3339(row["created_at"]),
         "rev": row["rev"],
     }

@@ -20,7 +20,8 @@ export function isShown(message) {
 }
 
 /**
- * One timeline item. ctx: {threadTitle(id), openThread(id), componentEl(def, card, message)}.
+ * One timeline item. ctx: {threadTitle(id), openThread(id), showComponent(id),
+ * componentEl(def, card, message)}.
  */
 export function renderMessage(message, ctx) {
   switch (message.role) {
@@ -44,24 +45,74 @@ function userRow(message, ctx) {
   const source = message.source_meta || {};
   const li = h('li', { class: 'msg user', 'data-message-id': message.id });
   li.append(h('span', { class: 'sr-only', text: 'You: ' }));
+  const answer = source.componentAnswer;
+  const handoff = source.askHandoff;
+  if (answer && answer.title) {
+    li.append(...present(answerChip(message, answer, ctx), fullText(message), meta(message)));
+    return li;
+  }
+  if (handoff && handoff.title) {
+    li.append(...present(handoffChip(handoff, ctx), fullText(message), meta(message)));
+    return li;
+  }
+  // a plain message (or an answer written before answers carried their summary)
   const hidden = message.body === null || message.body === undefined;
   const line = message.display && message.display.line;
   const bubble = h('div', { class: `bubble${hidden ? ' not-echoed' : ''}` });
   bubble.textContent = hidden ? (line || 'Submitted (not echoed)') : message.body;
   const captions = [];
-  if (source.componentAnswer) {
-    const byMain = source.componentAnswer.answeredBy === 'main';
+  if (answer) {
+    const byMain = answer.answeredBy === 'main';
     captions.push(h('span', { class: 'caption', text: byMain ? 'Answered by Main for you · ' : 'Card answer · ' }));
   }
-  if (source.askHandoff && source.askHandoff.threadId) {
-    const from = source.askHandoff.threadId;
-    captions.push(h('span', { class: 'caption' }, 'Handed to Main from ',
-      h('button', { type: 'button', class: 'link-button inline', onclick: () => ctx.openThread(from),
-        'aria-label': `Open the asking thread: ${ctx.threadTitle(from)}` }, ctx.threadTitle(from)),
-      ' · '));
-  }
+  if (handoff && handoff.threadId) captions.push(fromThread(handoff.threadId, ctx), ' · ');
   li.append(bubble, meta(message, ...captions));
   return li;
+}
+
+/** "You chose Keep one version", "Main answered for you: …", "Submitted (not echoed)". */
+function answerChip(message, answer, ctx) {
+  const byMain = answer.answeredBy === 'main';
+  const chip = h('div', { class: `bubble answer-chip${answer.hidden ? ' not-echoed' : ''}`,
+    'data-answers': answer.componentId });
+  if (answer.hidden || message.body === null || message.body === undefined) {
+    chip.append(byMain ? 'Main answered for you: ' : '', 'Submitted (not echoed)');
+  } else {
+    const labels = answer.labels || [];
+    const chosen = labels.length ? labels.join(', ') : (answer.note || '');
+    const lead = byMain ? 'Main answered for you: ' : (labels.length ? 'You chose ' : 'You answered ');
+    chip.append(lead, h('strong', { text: chosen }));
+    if (labels.length && answer.note) chip.append(h('span', { class: 'chip-note', text: ` — “${answer.note}”` }));
+  }
+  chip.append(h('button', { type: 'button', class: 'link-button inline chip-link',
+    onclick: () => ctx.showComponent && ctx.showComponent(answer.componentId),
+    'aria-label': `Show the card: ${answer.title}` }, ` on “${answer.title}”`));
+  return chip;
+}
+
+/** Main's thread: "Handed to Main: <title> — <question>, from <thread>". */
+function handoffChip(handoff, ctx) {
+  return h('div', { class: 'bubble handoff-chip', 'data-answers': handoff.componentId },
+    'Handed to Main: ', h('strong', { text: handoff.title }), ` — ${handoff.question}`,
+    h('span', { class: 'chip-from' }, ' · ', fromThread(handoff.threadId, ctx)));
+}
+
+function fromThread(threadId, ctx) {
+  return h('span', { class: 'caption' }, 'Handed to Main from ',
+    h('button', { type: 'button', class: 'link-button inline', onclick: () => ctx.openThread(threadId),
+      'aria-label': `Open the asking thread: ${ctx.threadTitle(threadId)}` }, ctx.threadTitle(threadId)));
+}
+
+/** The parts that exist (Element.append would write a null as the text "null"). */
+function present(...parts) {
+  return parts.filter((part) => part !== null && part !== undefined);
+}
+
+/** The words the model read, one click away (never for a hidden body). */
+function fullText(message) {
+  if (message.body === null || message.body === undefined) return null;
+  return h('details', { class: 'full-text' },
+    h('summary', { text: 'Full text' }), h('pre', { text: message.body }));
 }
 
 function assistantRow(message, ctx) {
@@ -89,9 +140,11 @@ function assistantRow(message, ctx) {
 function eventRow(message) {
   const phase = message.source_meta && message.source_meta.askHandoff
     && message.source_meta.askHandoff.phase;
-  const text = message.body || PHASE_LINES[phase] || 'Something happened.';
+  // a known service event reads as a person would say it; the model's words stay one click away
+  const human = PHASE_LINES[phase];
+  const text = human || message.body || 'Something happened.';
   return h('li', { class: 'msg event', 'data-message-id': message.id },
-    h('p', { class: 'event-line', text }), meta(message));
+    h('p', { class: 'event-line', text }), human ? fullText(message) : null, meta(message));
 }
 
 function toolRow(message) {

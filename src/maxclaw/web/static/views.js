@@ -145,8 +145,19 @@ export const views = {
     return {
       threadTitle: (id) => this.titleOf(id),
       openThread: (id) => this.openThread(id),
+      showComponent: (id) => this.showComponent(id),
       componentEl: (def, card, message) => this.componentEl(def, message),
     };
+  },
+
+  /** Scroll to a card's question in this thread's timeline and move focus to it. */
+  showComponent(componentId) {
+    const el = [...this.el.timeline.querySelectorAll('.component[data-component-id]')]
+      .find((node) => node.dataset.componentId === componentId);
+    if (!el) return;
+    el.scrollIntoView({ block: 'center' });
+    if (!el.hasAttribute('tabindex')) el.setAttribute('tabindex', '-1');
+    el.focus();
   },
 
   titleOf(threadId) {
