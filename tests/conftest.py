@@ -22,7 +22,7 @@ import pytest
 from maxclaw.app import create_app
 from maxclaw.db.urls import plain_url, with_database
 from maxclaw.settings import Settings
-from tests import pg
+from tests import pg, pooler
 
 # Every app and server a test starts seals secret answers under this key unless the test says
 # otherwise (tests/integration/test_secrets_at_rest.py covers the key file and wrong keys).
@@ -54,11 +54,26 @@ def pg_template(pg_server: str) -> str:
     return asyncio.run(pg.ensure_template(pg_server))
 
 
+@pytest.fixture(scope="session")
+def pgbouncer(pg_server: str) -> Iterator[pooler.PgBouncer | None]:
+    """PgBouncer (transaction mode) in front of the server when MAXCLAW_TEST_PGBOUNCER=1."""
+    if not pooler.enabled():
+        yield None
+        return
+    run = os.environ.get("PYTEST_XDIST_WORKER") or "main"
+    base = Path(tempfile.mkdtemp(prefix=f"maxclaw-pgbouncer-{run}-"))
+    bouncer = pooler.PgBouncer(pg_server, base)
+    bouncer.start()
+    yield bouncer
+    bouncer.stop()
+
+
 @pytest.fixture
-def database_url(pg_server: str, pg_template: str) -> Iterator[str]:
-    """A fresh, migrated database for this test only."""
+def database_url(pg_server: str, pg_template: str,
+                 pgbouncer: pooler.PgBouncer | None) -> Iterator[str]:
+    """A fresh, migrated database for this test only (through PgBouncer when enabled)."""
     url = asyncio.run(pg.clone_database(pg_server, pg_template))
-    yield url
+    yield pgbouncer.route(url) if pgbouncer is not None else url
     asyncio.run(pg.drop_database(pg_server, url))
 
 
@@ -78,7 +93,9 @@ def app_settings(database_url: str, **overrides: Any) -> Settings:
     """Settings for an in-process app: background jobs off unless a test turns them on."""
     base: dict[str, Any] = {
         "database_url": database_url, "run_sweeper": False, "run_push_dispatcher": False,
-        "run_listener": False, "log_json": True, "db_pool_min": 1, "db_pool_max": 10,
+        "run_listener": False, "run_pruner": False, "log_json": True, "db_pool_min": 1,
+        "db_pool_max": 10,
+        **pooler.settings_for(database_url),
     }
     base.update(overrides)
     return Settings(**base)
@@ -154,7 +171,7 @@ def start_server(database_url: str, log_path: Path, port: int | None = None,
     """The real ``maxclaw serve`` as a subprocess on a free port; waits for /readyz."""
     port = port or free_port()
     full_env = {**os.environ, "MAXCLAW_DATABASE_URL": database_url, "MAXCLAW_LOG_JSON": "true",
-                **(env or {})}
+                **pooler.env_for(database_url), **(env or {})}
     log_file = log_path.open("ab")
     proc = subprocess.Popen([sys.executable, "-m", "maxclaw.cli", "serve", "--port", str(port)],
                             env=full_env, stdout=log_file, stderr=subprocess.STDOUT)

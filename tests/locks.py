@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from maxclaw.db.database import Database, connect
+from tests import pooler
 
 WAITERS = ("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
            "WHERE NOT l.granted AND a.datname = current_database()")
@@ -23,7 +24,8 @@ async def hold_after(database_url: str, table: str, event: str, when: str,
                      key: int) -> AsyncIterator[None]:
     """While inside, rows written to ``table`` by ``event`` (INSERT/UPDATE) that match the
     SQL condition ``when`` (on NEW) wait in their trigger until the block exits."""
-    holder = await connect(database_url)
+    # a session lock: held on a direct connection even when the test runs through PgBouncer
+    holder = await connect(pooler.DIRECT.get(database_url, database_url))
     name = f"A_hold_{key}"
     try:
         await holder.execute(f"""

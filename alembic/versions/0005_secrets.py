@@ -5,14 +5,14 @@ the plaintext the model reads. Rows answered before this revision still hold pla
 ``messages.body``; ``serve`` seals them at its next start (the key is not available here).
 
 Revision ID: 0005_secrets
-Revises: 0005_push_actions
+Revises: 0005_ops
 Create Date: 2026-12-01
 """
 
 from alembic import op
 
 revision = "0005_secrets"
-down_revision = "0005_push_actions"
+down_revision = "0005_ops"
 branch_labels = None
 depends_on = None
 

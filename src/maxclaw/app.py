@@ -12,9 +12,9 @@ from maxclaw.api.errors import install_error_handlers
 from maxclaw.api.middleware import AccessLog, BodyGuard
 from maxclaw.api.routes import ROUTERS
 from maxclaw.composition import Services, build_services
-from maxclaw.db.database import Database
 from maxclaw.jobs import Job
 from maxclaw.metrics import Metrics
+from maxclaw.ops.services import build_ops, database_for
 from maxclaw.settings import Settings
 
 log = logging.getLogger("maxclaw")
@@ -25,16 +25,16 @@ def create_app(settings: Settings) -> FastAPI:
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (serve resolves the embedded one)")
     metrics = Metrics()
-    db = Database(settings.database_url, min_size=settings.db_pool_min,
-                  max_size=settings.db_pool_max, command_timeout=settings.db_command_timeout_s)
+    db = database_for(settings)
     services = build_services(settings, db, metrics)
+    ops = build_ops(settings, db, metrics, services.clock)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await db.open()
         started: list[Job] = []
         try:
-            for job in services.jobs:
+            for job in (*services.jobs, *ops.jobs):
                 await job.start()
                 started.append(job)
             yield
@@ -53,6 +53,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.services = services
     app.state.metrics = metrics
     app.state.settings = settings
+    app.state.ops = ops
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)

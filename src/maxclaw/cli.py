@@ -89,13 +89,13 @@ def migrate_or_fail(url: str) -> None:
 def run_async(url: str, work: Callable[[Services], Awaitable[T]]) -> T:
     """Open a pool, build the services, run ``work(services)``, close. Errors become one line."""
     from maxclaw.composition import build_services
-    from maxclaw.db.database import Database
     from maxclaw.errors import MaxclawError
     from maxclaw.metrics import Metrics
+    from maxclaw.ops.services import database_for
 
     async def main() -> T:
         settings = Settings(database_url=url)
-        db = Database(url, min_size=1, max_size=4)
+        db = database_for(settings, min_size=1, max_size=4)
         await db.open()
         try:
             return await work(build_services(settings, db, Metrics()))
@@ -130,7 +130,7 @@ def serve(
         if not _database_answers(url):
             return
         keyring, legacy = _keys_or_fail(settings, url, embedded)
-        migrate_or_fail(url)
+        migrate_or_fail(direct_url(settings, url))
         settings = settings.model_copy(update={
             "database_url": url, "host": host or settings.host, "port": port or settings.port})
         if legacy:
@@ -224,12 +224,68 @@ def _first_run_hint(settings: Settings) -> None:
 
 
 @app.command()
-def migrate(database_url: DatabaseUrl = None) -> None:
-    """Apply every migration (``alembic upgrade head``)."""
+def migrate(
+    database_url: DatabaseUrl = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Change nothing; exit 0 when the database is at this code's head, "
+                        "2 when it is behind, 3 when it is ahead.")] = False,
+) -> None:
+    """Apply every migration (``alembic upgrade head``), or only compare (``--check``)."""
     settings = Settings()
     with database(settings, database_url) as (url, _):
-        migrate_or_fail(url)
+        if check:
+            _check_schema(direct_url(settings, url))
+            return
+        migrate_or_fail(direct_url(settings, url))
         typer.echo("migrated to head")
+
+
+def direct_url(settings: Settings, url: str) -> str:
+    """Where migrations run: the direct URL when the main one goes through a pooler (the
+    migration lock is a session lock, which PgBouncer's transaction mode does not keep)."""
+    if settings.listen_database_url and url == settings.database_url:
+        return settings.listen_database_url
+    return url
+
+
+def _check_schema(url: str) -> None:
+    from maxclaw.db.urls import redact
+    from maxclaw.ops.schema_check import EXIT_CODES, status
+
+    try:
+        result = status(url)
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        fail(f"cannot read the schema version at {redact(url)}: {reason}")
+        return
+    typer.echo(json.dumps({"state": result.state, "database": result.database,
+                           "code": result.code}))
+    if result.state != "current":
+        typer.echo(f"maxclaw: {result.message()}", err=True)
+    raise typer.Exit(EXIT_CODES[result.state])
+
+
+@app.command()
+def prune(
+    database_url: DatabaseUrl = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Count what would be deleted; delete nothing.")] = False,
+) -> None:
+    """Delete rows past their retention (MAXCLAW_RETENTION_*_DAYS); prints rows per rule."""
+    from maxclaw.ops.retention import Pruner
+
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(direct_url(settings, url))
+
+        async def work(services: Services) -> dict[str, int] | None:
+            pruner = Pruner(services.db, services.settings, services.clock, services.metrics)
+            return await pruner.prune(dry_run=dry_run)
+
+        result = run_async(url, work)
+        if result is None:
+            fail("another process is pruning this database right now; try again later")
+        typer.echo(json.dumps({"dry_run": dry_run, "rows": result}))
 
 
 @app.command()
@@ -244,6 +300,26 @@ def sweep(database_url: DatabaseUrl = None) -> None:
             return result
 
         typer.echo(json.dumps(run_async(url, work)))
+
+
+@app.command("restore-finish")
+def restore_finish(database_url: DatabaseUrl = None) -> None:
+    """After restoring a pg_dump, before serving: restamp the synced rows so clients holding
+    cursors from before the restore get a full snapshot, not a gap (docs/operations.md)."""
+    from maxclaw.db.urls import redact
+    from maxclaw.ops.restore import finish_restore
+
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        url = direct_url(settings, url)
+        migrate_or_fail(url)
+        try:
+            counts = asyncio.run(finish_restore(url))
+        except Exception as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            fail(f"cannot finish the restore at {redact(url)}: {reason}")
+            return
+        typer.echo(json.dumps({"restamped": counts}))
 
 
 @user_app.command("create")

@@ -84,7 +84,7 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
     push = PushService(db, settings, metrics, clock, decisions, adapters=push_adapters)
     tools = ToolService(db, components, timeline)
     agent_messages = AgentMessageService(db, secrets, tools)
-    listener = TurnListener(settings.database_url)
+    listener = TurnListener(db.listen_url)
     turns = TurnService(db, clock, listener, secrets, lease_s=settings.turn_lease_s)
     realtime = RealtimeHub(db, poll_s=settings.realtime_poll_s, registry=metrics.registry)
     logfilter.install()

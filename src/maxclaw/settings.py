@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import Field
@@ -20,6 +21,12 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MAXCLAW_", extra="ignore")
 
     database_url: str | None = None
+    # A direct connection (not through a pooler) for LISTEN and for migrations' session lock;
+    # default: database_url. Set it when database_url points at PgBouncer in transaction mode.
+    listen_database_url: str | None = None
+    # "pgbouncer": the pool's connections keep no prepared statements across transactions
+    # (asyncpg's statement cache off), as PgBouncer's transaction mode requires
+    db_pooler: Literal["none", "pgbouncer"] = "none"
     data_dir: Path = Field(default_factory=default_data_dir)
     host: str = "127.0.0.1"
     port: int = 8765
@@ -64,3 +71,17 @@ class Settings(BaseSettings):
     secret_key: str | None = Field(default=None, repr=False)
     secret_key_file: Path | None = None
     secret_ttl: str = "7d"  # seconds, or 30m / 12h / 7d
+
+    # retention (`maxclaw prune`, and a round every prune_interval_s inside `serve`):
+    # days each kind of row is kept; 0 keeps it forever (docs/operations.md)
+    run_pruner: bool = True
+    prune_interval_s: float = 3600.0
+    prune_batch: int = 5000
+    retention_outbox_sent_days: float = 7.0
+    retention_outbox_dead_days: float = 30.0
+    retention_audit_days: float = 180.0
+    retention_turns_days: float = 30.0
+    retention_presence_days: float = 1.0
+    retention_ws_tickets_days: float = 1.0
+    # /metrics reads the database gauges (sweep lag, outbox backlog, …) at most this often
+    metrics_db_refresh_s: float = 5.0

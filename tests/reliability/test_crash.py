@@ -103,6 +103,8 @@ async def _trial(server: ServerProcess, parties: list[Party], threads: dict[str,
         await asyncio.sleep(facts["kill_after_s"])
         facts["mid_load"] = any(w.cards < w.max_cards for w in loads)
         kill_hard(server)
+        # the pushes in flight at the kill: the only rows that may be delivered twice
+        facts["push_in_flight"] = await _sending_ids(server.database_url)
         facts["sweeps_killed"] = _kill_sweeps(sweeps)
         for w in loads:
             w.stop.set()
@@ -127,6 +129,8 @@ async def test_kill_9_under_load_keeps_every_invariant(database_url: str, tmp_pa
     server = await asyncio.to_thread(start_server, database_url, tmp_path / "serve.log",
                                      None, SERVER_ENV)
     all_outcomes: list[Outcomes] = []
+    push_in_flight: set[str] = set()
+    in_flight_per_kill: list[int] = []
     violations: list[str] = []
     seen: set[str] = set()
     mid_load = sweeps_killed = 0
@@ -142,6 +146,8 @@ async def test_kill_9_under_load_keeps_every_invariant(database_url: str, tmp_pa
             outcomes, facts = await _trial(server, parties, threads, paths, rng)
             all_outcomes += outcomes
             mid_load += facts["mid_load"]
+            push_in_flight |= facts["push_in_flight"]
+            in_flight_per_kill.append(len(facts["push_in_flight"]))
             sweeps_killed += facts["sweeps_killed"]
             report = await check_url(database_url)
             # a violation stays in the database: report it once, from the trial that found it
@@ -175,6 +181,12 @@ async def test_kill_9_under_load_keeps_every_invariant(database_url: str, tmp_pa
                               "the reconnecting WebSocket client")
         watching.cancel()
         violations += _double_winners(all_outcomes)
+        # duplicates are counted once every push is settled: the rows in flight at the last
+        # kill are re-sent only when their lease (10 s) has lapsed
+        try:
+            await _wait_pushes_settled(database_url, 60)
+        except TimeoutError:
+            violations.append("pushes still queued 60 s after the last restart")
     finally:
         server.stop()
         await receiver.stop()
@@ -190,6 +202,9 @@ async def test_kill_9_under_load_keeps_every_invariant(database_url: str, tmp_pa
                    if await _is_webhook_row(database_url, i)]
     violations += [f"the webhook got delivery {k}, which is no outbox row"
                    for k in set(receiver.deliveries) - known]
+    repeated = {k for k, n in receiver.deliveries.items() if n > 1}
+    violations += [f"delivery {k} arrived twice but was not in flight at any kill"
+                   for k in sorted(repeated - push_in_flight)]
     requests = sum(o.requests for o in all_outcomes)
     record("crash", trials=trials, kills=trials, kills_mid_load=mid_load,
            sweep_processes_killed=sweeps_killed, requests=requests,
@@ -200,6 +215,8 @@ async def test_kill_9_under_load_keeps_every_invariant(database_url: str, tmp_pa
            outbox_rows=report.counts["outbox_rows"], webhook_deliveries=sum(
                receiver.deliveries.values()),
            duplicate_deliveries=sum(n - 1 for n in receiver.deliveries.values()),
+           pushes_in_flight_at_kills=sum(in_flight_per_kill),
+           max_pushes_in_flight_at_a_kill=max(in_flight_per_kill, default=0),
            websocket_reconnects=watcher.connects - 1, rows_seen_over_websocket=len(confirmed),
            invariant_violations=len(violations))
     statuses: Counter[str] = Counter()
@@ -216,5 +233,28 @@ async def _is_webhook_row(url: str, outbox_id: str) -> bool:
         return bool(await conn.fetchval(
             "SELECT d.platform = 'webhook' FROM push_outbox o JOIN push_devices d"
             " ON d.id = o.device_id WHERE o.id = $1", int(outbox_id)))
+    finally:
+        await conn.close()
+
+
+async def _sending_ids(url: str) -> set[str]:
+    conn = await connect(url)
+    try:
+        return {str(r["id"]) for r in await conn.fetch(
+            "SELECT id FROM push_outbox WHERE status = 'sending'")}
+    finally:
+        await conn.close()
+
+
+async def _wait_pushes_settled(url: str, timeout_s: float) -> None:
+    """Until no push is pending or sending (the restarted server's dispatcher drains them)."""
+    conn = await connect(url)
+    try:
+        async with asyncio.timeout(timeout_s):
+            left = 1
+            while left:
+                left = await conn.fetchval(
+                    "SELECT count(*) FROM push_outbox WHERE status IN ('pending', 'sending')")
+                await asyncio.sleep(0.1)
     finally:
         await conn.close()

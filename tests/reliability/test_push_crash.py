@@ -184,7 +184,7 @@ async def run_push_crash(database_url: str, n_kills: int, log_path: Path,
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120 + 10 * kills())
+@pytest.mark.timeout(120 + 20 * kills())
 async def test_kill_9_mid_delivery_resends_only_what_was_in_flight(
         database_url: str, tmp_path: Path) -> None:
     n = kills()

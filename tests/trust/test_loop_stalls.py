@@ -11,11 +11,11 @@ for scale: 1.9 s for 60 KB of that text, 1.1 s for one 30-row page.
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from tests.cards import ask_args, execute, new_thread, post_call
 from tests.e2e.test_realtime_server import Cluster
@@ -31,19 +31,33 @@ def big_card() -> dict[str, Any]:
                     title="Big")
 
 
-async def probe(base: str, stop: asyncio.Event, out: list[float]) -> None:
-    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-        while not stop.is_set():
-            start = time.perf_counter()
-            resp = await http.get("/healthz")
-            out.append(time.perf_counter() - start)
-            assert resp.status_code == 200
-            await asyncio.sleep(0.005)
+PROBER = """
+import json, select, sys, time, urllib.request
+base, out = sys.argv[1], []
+while not select.select([sys.stdin], [], [], 0)[0]:  # until the test writes a line
+    start = time.monotonic()
+    with urllib.request.urlopen(base + "/healthz", timeout=30) as resp:
+        assert resp.status == 200
+        resp.read()
+    out.append((start, time.monotonic() - start))
+    time.sleep(0.005)
+print(json.dumps(out))
+"""
+
+
+async def probe(base: str) -> asyncio.subprocess.Process:
+    """Poll /healthz from a process of its own (this test's loop is busy decoding pages, which
+    must not count against the server) until a line arrives on its stdin; it then prints
+    ``[(monotonic start, seconds)]`` (CLOCK_MONOTONIC is shared by the processes)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PROBER, base, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE)
 
 
 async def test_no_request_moves_another_users_healthz_p99(database_url: str,
                                                          tmp_path: Path) -> None:
     cluster = Cluster(database_url, tmp_path)
+    prober: asyncio.subprocess.Process | None = None
     try:
         server = cluster.start()
         eve = await cluster.user("eve", server)
@@ -55,11 +69,9 @@ async def test_no_request_moves_another_users_healthz_p99(database_url: str,
         forged = 'Answer to "' * (200_000 // 11)
         mtid = await new_thread(mallory.http)
 
-        stop = asyncio.Event()
-        samples: list[float] = []
-        prober = asyncio.create_task(probe(server.base_url, stop, samples))
+        prober = await probe(server.base_url)
         await asyncio.sleep(2.0)  # the baseline: this machine's /healthz with nothing else on
-        baseline = len(samples)
+        load_start = time.monotonic()
         page_bytes: list[int] = []
         for _ in range(4):
             resp = await mallory.agent.post(f"/v1/agent/threads/{mtid}/messages",
@@ -74,13 +86,19 @@ async def test_no_request_moves_another_users_healthz_p99(database_url: str,
                 after = page.json()["next_after_id"]
                 if after is None:
                     break
-        stop.set()
-        await prober
+        load_end = time.monotonic()
+        out, _ = await prober.communicate(b"stop\n")
     finally:
+        if prober is not None and prober.returncode is None:
+            prober.kill()
+            await prober.wait()
         await cluster.close()
-    idle, loaded = p99_of(samples[:baseline]), p99_of(samples[baseline:])
+    samples = json.loads(out)
+    before = [d for t, d in samples if t < load_start]
+    during = [d for t, d in samples if load_start <= t <= load_end]
+    idle, loaded = p99_of(before), p99_of(during)
     print(f"\n/healthz p99: idle {idle:.1f} ms, under the worst inputs {loaded:.1f} ms "
-          f"(n={len(samples) - baseline}); largest page {max(page_bytes)} bytes")
+          f"(n={len(during)}); largest page {max(page_bytes)} bytes")
     # one page is at most its byte budget (1 MiB of rows, or one row bigger than that)
     assert max(page_bytes) < 2 * 1024 * 1024
     # The issue's target is 50 ms (reported above, compared in docs/reliability.md). The

@@ -9,7 +9,8 @@ boundary, so no route ever reports a connection failure as a 500.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -79,8 +80,12 @@ class PooledConnection(asyncpg.Connection):  # type: ignore[misc]
 
 
 async def connect(url: str) -> asyncpg.Connection:
-    """One standalone connection with the project's codecs (listeners, tests, tools)."""
-    conn = await asyncpg.connect(plain_url(url))
+    """One standalone connection with the project's codecs (listeners, tests, tools).
+
+    No statement cache: such a connection may go through PgBouncer in transaction mode (a
+    tool given the pooled URL), where a named prepared statement does not outlive its
+    transaction; listeners and tools run too few statements for the cache to matter."""
+    conn = await asyncpg.connect(plain_url(url), statement_cache_size=0)
     await _init_connection(conn)
     return conn
 
@@ -89,19 +94,29 @@ class Database:
     """A pool plus helpers; created in the app's lifespan and passed to every service."""
 
     def __init__(self, url: str, *, min_size: int = 2, max_size: int = 20,
-                 command_timeout: float = 10.0) -> None:
+                 command_timeout: float = 10.0, listen_url: str | None = None,
+                 statement_cache_size: int = 100) -> None:
         self.url = url
+        # LISTEN (and migrations' session lock) need a real session: behind PgBouncer in
+        # transaction mode this is a direct URL (MAXCLAW_LISTEN_DATABASE_URL)
+        self.listen_url = listen_url or url
         self._min = min_size
         self._max = max_size
         self._timeout = command_timeout
+        # 0 behind PgBouncer (transaction mode): no named prepared statement outlives its
+        # transaction; asyncpg then re-parses an unnamed statement with each execution
+        self._statement_cache_size = statement_cache_size
         self._pool: asyncpg.Pool | None = None
+        # called with the seconds each pool checkout waited (the pool-wait histogram)
+        self.on_acquire: Callable[[float], None] | None = None
 
     async def open(self) -> None:
         try:
             self._pool = await asyncpg.create_pool(
                 plain_url(self.url), min_size=self._min, max_size=self._max,
                 command_timeout=self._timeout, init=_init_connection,
-                connection_class=PooledConnection)
+                connection_class=PooledConnection,
+                statement_cache_size=self._statement_cache_size)
         except CONNECTION_ERRORS as exc:
             raise Unavailable(f"database unreachable: {exc}") from exc
 
@@ -120,7 +135,9 @@ class Database:
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
         """A pooled connection in autocommit mode (one statement, one transaction)."""
         try:
+            began = time.perf_counter()
             async with self.pool.acquire() as conn:
+                self._acquired(began)
                 yield conn
         except (*CONNECTION_ERRORS, *UNSTORABLE_VALUE) as exc:
             raise _translate(exc) from exc
@@ -133,12 +150,18 @@ class Database:
         periodic catch-up still finds its rows).
         """
         try:
+            began = time.perf_counter()
             async with self.pool.acquire() as conn, conn.transaction():
+                self._acquired(began)
                 if not notify:
                     await conn.execute("SET LOCAL maxclaw.notify = 'off'")
                 yield conn
         except (*CONNECTION_ERRORS, *UNSTORABLE_VALUE) as exc:
             raise _translate(exc) from exc
+
+    def _acquired(self, began: float) -> None:
+        if self.on_acquire is not None:
+            self.on_acquire(time.perf_counter() - began)
 
     async def ping(self) -> bool:
         """One round trip; False when it fails."""

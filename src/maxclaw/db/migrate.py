@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +15,7 @@ from maxclaw.db.urls import plain_url
 
 # pg_advisory_lock key held while migrating (advisory locks are scoped to one database)
 MIGRATION_LOCK = 7356002
+LOCK_POLL_S = 0.2
 
 
 def alembic_dir() -> Path:
@@ -40,7 +42,12 @@ def migration_lock(database_url: str) -> Iterator[None]:
     each run ``upgrade``; unserialised, all but one failed on duplicate catalog entries. The
     ones that wait find the schema at head and do nothing."""
     with psycopg.connect(plain_url(database_url), autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+        # polled, not waited on: a waiting pg_advisory_lock is a statement with a snapshot,
+        # and CREATE INDEX CONCURRENTLY in the holder's migration waits for every such
+        # snapshot in the database (a deadlock no detector sees)
+        while not conn.execute("SELECT pg_try_advisory_lock(%s)",
+                               (MIGRATION_LOCK,)).fetchone()[0]:  # type: ignore[index]
+            time.sleep(LOCK_POLL_S)
         try:
             yield
         finally:

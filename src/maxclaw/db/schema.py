@@ -242,6 +242,7 @@ component_audit = sa.Table(
     # the API token that acted (null: Max's browser session predates it, or the sweeper)
     sa.Column("token_id", sa.BigInteger),
     sa.Index("component_audit_component", "user_id", "component_id", "id"),
+    sa.Index("component_audit_at", "at"),  # retention (0005_ops)
 )
 
 turns = sa.Table(
@@ -270,6 +271,10 @@ turns = sa.Table(
     sa.Index("turns_queued", "id", postgresql_where=sa.text("status = 'queued'")),
     sa.Index("turns_running_lease", "lease_until",
              postgresql_where=sa.text("status = 'running'")),
+    # retention and the recent-lapses gauge (0005_ops)
+    sa.Index("turns_finished", "finished_at",
+             postgresql_where=sa.text("status IN ('done', 'lapsed')")),
+    sa.Index("turns_thread", "thread_id", "id"),
 )
 
 presence = sa.Table(
@@ -327,6 +332,9 @@ push_outbox = sa.Table(
     sa.Index("push_outbox_ready", "next_attempt_at",
              postgresql_where=sa.text("status IN ('pending', 'sending')")),
     sa.Index("push_outbox_decision", "decision_id"),
+    # retention and the dead-row gauge (0005_ops)
+    sa.Index("push_outbox_finished", "status", "created_at",
+             postgresql_where=sa.text("status IN ('sent', 'dead')")),
 )
 
 # A secret's plaintext, sealed (maxclaw.secrets): one AES-GCM box per sensitive message. The

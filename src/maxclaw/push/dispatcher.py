@@ -133,8 +133,9 @@ class Dispatcher:
 
     def _delivery_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        # refill once a quarter of the slots are free (not one claim statement per delivery)
-        if self._more_due and self.concurrency - len(self._held) >= max(1, self.concurrency // 4):
+        # refill once half the slots are free: the claim's cost is mostly per statement (the
+        # fairness window), so fewer, larger claims deliver more per second
+        if self._more_due and self.concurrency - len(self._held) >= max(1, self.concurrency // 2):
             self._wake.set()
 
     async def run_once(self) -> int:
@@ -377,7 +378,7 @@ class Dispatcher:
             return
         self._listen_tried_at = loop.time()
         try:
-            conn = await connect(self.db.url)
+            conn = await connect(self.db.listen_url)
             await conn.add_listener(CHANNEL, self._on_hint)
             self._listener = conn
         except Exception as exc:  # polling still works; say so once per retry period

@@ -299,7 +299,7 @@ class RealtimeHub:
         while True:
             lost = asyncio.Event()
             try:
-                conn = await store.open_listener(self.db.url, self._on_hint, lost.set)
+                conn = await store.open_listener(self.db.listen_url, self._on_hint, lost.set)
             except _DB_DOWN as exc:
                 log.warning("realtime listener cannot connect; retrying",
                             extra={"error": type(exc).__name__, "replica": self.replica})

@@ -28,6 +28,8 @@ async def readyz(request: Request) -> JSONResponse:
 
 @router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
-    """Prometheus exposition of this process's counters and histograms."""
+    """Prometheus exposition of this process's counters and histograms, and of the database
+    gauges (read now unless they were read moments ago)."""
+    await request.app.state.ops.gauges.refresh()
     return Response(generate_latest(request.app.state.metrics.registry),
                     media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,1 @@
+"""Operator tooling: retention (``maxclaw prune``), the schema check (``migrate --check``)."""
