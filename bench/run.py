@@ -26,6 +26,7 @@ from bench import (
     floor,
     langgraph_rt,
     live,
+    mcp_rt,
     push,
     roundtrip,
     server,
@@ -50,6 +51,8 @@ Item = Callable[[str, Plan, Path], Awaitable[dict[str, Any]]]
 ITEMS: list[tuple[str, str, Item]] = [
     ("push", "push: a backlog to a local webhook, then answer → withdraw delivered", push.item),
 ]
+ITEMS.append(("mcp", "ask → answer → get_answers over MCP (/mcp) beside REST",
+              mcp_rt.mcp_item))
 
 
 async def record_round_trip(url: str) -> tuple[floor.Script, dict[str, Any]]:

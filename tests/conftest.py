@@ -167,7 +167,8 @@ class ServerProcess:
 
 
 def start_server(database_url: str, log_path: Path, port: int | None = None,
-                 env: dict[str, str] | None = None) -> ServerProcess:
+                 env: dict[str, str] | None = None, ready_within_s: float = 30.0,
+                 ) -> ServerProcess:
     """The real ``maxclaw serve`` as a subprocess on a free port; waits for /readyz."""
     port = port or free_port()
     full_env = {**os.environ, "MAXCLAW_DATABASE_URL": database_url, "MAXCLAW_LOG_JSON": "true",
@@ -177,7 +178,7 @@ def start_server(database_url: str, log_path: Path, port: int | None = None,
                             env=full_env, stdout=log_file, stderr=subprocess.STDOUT)
     log_file.close()  # the child holds its own copy; ours would leak (ResourceWarning = error)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + ready_within_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"serve exited early:\n{log_path.read_text()[-3000:]}")
@@ -189,6 +190,7 @@ def start_server(database_url: str, log_path: Path, port: int | None = None,
         # another process has no event to await: poll /readyz, bounded by the deadline above
         time.sleep(0.1)
     proc.kill()
+    proc.wait()  # reaped here, or its Popen warns (ResourceWarning) in some later test
     raise RuntimeError(f"serve did not become ready:\n{log_path.read_text()[-3000:]}")
 
 

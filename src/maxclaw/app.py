@@ -55,6 +55,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     app.state.ops = ops
     install_error_handlers(app)
+    # Starlette serves a route whose endpoint is not a function as a plain ASGI app
+    app.router.add_route("/mcp", services.mcp_http,  # type: ignore[arg-type]
+                         include_in_schema=False)
     for router in ROUTERS:
         app.include_router(router)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)

@@ -458,6 +458,68 @@ def demo(
     run_demo(step_delay_s, answer_after_s, typer.echo)
 
 
+
+ServerUrl = Annotated[str, typer.Option("--url", envvar="MAXCLAW_URL",
+                                        help="The MaxClaw server (MAXCLAW_URL).")]
+AgentToken = Annotated[str, typer.Option("--token", envvar="MAXCLAW_TOKEN",
+                                         help="An agent token (MAXCLAW_TOKEN).")]
+
+
+@app.command()
+def mcp(
+    url: ServerUrl = "http://127.0.0.1:8765",
+    token: AgentToken = "",
+    thread: Annotated[str | None, typer.Option("--thread", help="The thread to serve.")] = None,
+    new_thread: Annotated[str | None, typer.Option(
+        "--new-thread", help="Create a thread with this title and serve it.")] = None,
+) -> None:
+    """An MCP server over stdio (ask_user_question, get_answers, list_questions)."""
+    from maxclaw.client.mcp_stdio import StartError, serve_stdio
+    from maxclaw.logs import configure_logging
+
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_json)  # stderr: stdout is MCP's
+    if not token:
+        fail("maxclaw mcp needs an agent token: --token or MAXCLAW_TOKEN")
+    try:
+        asyncio.run(serve_stdio(url, token, thread, new_thread,
+                                lambda line: typer.echo(line, err=True)))
+    except StartError as exc:
+        fail(f"mcp: {exc}")
+
+
+@app.command()
+def inbox(
+    thread: Annotated[str, typer.Option("--thread", help="The thread whose inbox to take.")],
+    url: ServerUrl = "http://127.0.0.1:8765",
+    token: AgentToken = "",
+    output: Annotated[str, typer.Option(
+        "--format", help="json (always prints {messages}) or hook (prints nothing when empty).")]
+        = "json",
+    event: Annotated[str, typer.Option(
+        "--event", help="hookEventName in hook format.")] = "PostToolUse",
+) -> None:
+    """Deliver what arrived in a thread since the last delivery (a step boundary)."""
+    from maxclaw.client.mcp_hook import hook_output
+    from maxclaw.client.mcp_stdio import StartError, take_inbox
+
+    if output not in ("json", "hook"):
+        fail("--format is json or hook")
+    if not token:
+        fail("maxclaw inbox needs an agent token: --token or MAXCLAW_TOKEN")
+    try:
+        messages = asyncio.run(take_inbox(url, token, thread))
+    except StartError as exc:
+        fail(f"inbox: {exc}")
+    if output == "json":
+        typer.echo(json.dumps({"messages": messages}, ensure_ascii=False))
+        return
+    line = hook_output(messages, event)
+    if line is not None:
+        typer.echo(line)
+
+
+
 def _register_secrets() -> None:
     from maxclaw.secrets.cli import secrets_app
 

@@ -11,12 +11,14 @@ reverse.
       └─ auth, timeline, secrets (sealed answers), presence
            └─ components ─ decisions ─ push (decisions settle push actions)
                 └─ server tools, agent messages, turns, realtime hub, web assets
+                     └─ agent threads (inbox outside a turn), /mcp
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from maxclaw.agentthreads.service import AgentThreadService
 from maxclaw.auth.service import AuthService
 from maxclaw.clock import Clock, SystemClock
 from maxclaw.components.server_tools import ToolService
@@ -25,6 +27,7 @@ from maxclaw.components.sweeper import Sweeper
 from maxclaw.db.database import Database
 from maxclaw.decisions.service import DecisionService
 from maxclaw.jobs import Job
+from maxclaw.mcp.streamable import McpHttpApp
 from maxclaw.metrics import Metrics
 from maxclaw.presence.service import PresenceService
 from maxclaw.push.adapters.base import Adapter
@@ -60,6 +63,8 @@ class Services:
     tools: ToolService
     agent_messages: AgentMessageService
     turns: TurnService
+    agent_threads: AgentThreadService
+    mcp_http: McpHttpApp
     realtime: RealtimeHub
     web_assets: WebAssets
     jobs: tuple[Job, ...]
@@ -86,6 +91,8 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
     agent_messages = AgentMessageService(db, secrets, tools)
     listener = TurnListener(db.listen_url)
     turns = TurnService(db, clock, listener, secrets, lease_s=settings.turn_lease_s)
+    agent_threads = AgentThreadService(db, clock, timeline, secrets)
+    mcp_http = McpHttpApp(auth, tools, agent_messages, agent_threads)
     realtime = RealtimeHub(db, poll_s=settings.realtime_poll_s, registry=metrics.registry)
     logfilter.install()
 
@@ -103,8 +110,10 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
     # the lapse tick is a background job like the sweeper: tests drive lapse_expired by hand
     if settings.run_sweeper:
         jobs.append(LapseJob(turns))
+    jobs.append(mcp_http)  # /mcp: the MCP SDK's session manager
     return Services(settings=settings, db=db, metrics=metrics, clock=clock, auth=auth,
                     timeline=timeline, secrets=secrets, presence=presence, components=components,
                     decisions=decisions, push=push, tools=tools, agent_messages=agent_messages,
-                    turns=turns, realtime=realtime, web_assets=WebAssets.from_package(),
+                    turns=turns, agent_threads=agent_threads, mcp_http=mcp_http,
+                    realtime=realtime, web_assets=WebAssets.from_package(),
                     jobs=tuple(jobs))

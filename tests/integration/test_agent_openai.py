@@ -1,4 +1,4 @@
-"""The OpenAI-compatible adapter against a local fake Chat Completions server (a real HTTP
+"""The OpenAI-SDK adapter against a local fake Chat Completions server (a real HTTP
 server on a free port): plain and streamed replies, tool calls reassembled from fragments,
 429 and 500 retried with backoff, 4xx refused at once, a stream cut short retried; and the
 runtime driving a thread of the real app through the adapter."""
@@ -138,6 +138,9 @@ async def test_retries_429_and_500_then_reads_the_reply(fake: tuple[Plan, str],
     assert sent["tools"] == TOOLS
     assert sent["messages"] == [{"role": "user", "content": "plan it"}]
     assert plan.headers[-1]["authorization"] == "Bearer sk-fake"
+    # sent by the official SDK (its retries and types), not by a hand-written client
+    assert plan.headers[-1]["user-agent"].startswith("AsyncOpenAI/Python")
+    assert plan.headers[-1]["x-stainless-retry-count"] == "2"
 
 
 async def test_a_stream_cut_short_is_retried(fake: tuple[Plan, str]) -> None:

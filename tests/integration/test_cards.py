@@ -272,6 +272,15 @@ async def test_background_threads_get_no_ask_tool(harness: Harness) -> None:
     call_id = await post_call(a.agent, tid, "ask_user_question", ask_args(CHOICE))
     resp = await execute(a.agent, tid, call_id)
     assert resp.status_code == 403 and resp.json()["code"] == "forbidden"
+    # the refusal is the call's result, in the model's words, and a retry replays it
+    refusal = {"posted": False,
+               "error": "ask_user_question is not offered in a background thread."}
+    assert resp.json()["content"] == refusal
+    again = await execute(a.agent, tid, call_id)
+    assert (again.status_code, again.json()["content"]) == (403, refusal)
+    history = (await a.agent.get(f"/v1/agent/threads/{tid}/history")).json()["messages"]
+    assert [m["role"] for m in history] == ["assistant", "tool"]
+    assert json.loads(history[1]["content"]) == refusal
     main_tools = (await a.agent.get(f"/v1/agent/tools?thread_id={a.main_thread_id}")).json()
     assert [t["function"]["name"] for t in main_tools["tools"]] == [
         "ask_user_question", "answer_for_max", "hand_back"]

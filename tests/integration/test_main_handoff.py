@@ -203,6 +203,10 @@ async def test_main_tools_are_forbidden_outside_main(harness: Harness) -> None:
     call_id = await post_call(a.agent, tid, "hand_back", {"component_id": "x:y"})
     resp = await execute(a.agent, tid, call_id)
     assert resp.status_code == 403 and resp.json()["code"] == "forbidden"
+    assert resp.json()["content"] == {"handed_back": False,
+                                      "error": "hand_back is not offered in a normal thread."}
+    history = (await a.agent.get(f"/v1/agent/threads/{tid}/history")).json()["messages"]
+    assert [m["role"] for m in history] == ["assistant", "tool"]
 
 
 async def test_revoke_only_from_main_answered(harness: Harness) -> None:

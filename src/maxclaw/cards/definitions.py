@@ -69,7 +69,8 @@ class QuestionArg(_Arg):
     multiple: bool = False
     allow_other: bool = False
     placeholder: Annotated[str, StringConstraints(max_length=200)] | None = None
-    object: Any = None
+    object: Any = Field(default=None, description=(
+        "what an object question acts on, e.g. {type: diff, content}"))
     actions: list[Action] | None = None
 
     @field_validator("object")
@@ -117,10 +118,14 @@ class QuestionArg(_Arg):
 
 
 class CardArgs(_Arg):
+    """``ask_user_question``'s arguments: the one parser, and (``card_args_schema``) the JSON
+    Schema every outlet shows a model (REST's tool list, the MCP servers)."""
+
     title: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     questions: Annotated[list[QuestionArg], Field(min_length=1, max_length=8)]
     stakes: Stakes = "normal"
-    main_after_minutes: Annotated[int, Field(ge=0, le=10080)] = 30
+    main_after_minutes: Annotated[int, Field(ge=0, le=10080, description=(
+        "minutes until Main (his coordinating agent) may answer instead"))] = 30
 
     @field_validator("questions")
     @classmethod
@@ -177,6 +182,25 @@ class Card(BaseModel):
             if c.id == component_id:
                 return c
         raise KeyError(component_id)
+
+
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline(defs[ref.removeprefix("#/$defs/")], defs)
+        return {k: _inline(v, defs) for k, v in node.items() if k not in ("$defs", "title")}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
+
+
+def card_args_schema() -> dict[str, Any]:
+    """``CardArgs`` as a JSON Schema with its ``$ref``s inlined (some agent hosts do not
+    resolve them) and pydantic's titles dropped: the schema of ``ask_user_question``."""
+    schema = CardArgs.model_json_schema()
+    inlined: dict[str, Any] = _inline(schema, schema.get("$defs", {}))
+    return inlined
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:

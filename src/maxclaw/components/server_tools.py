@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from maxclaw.auth.service import Principal
-from maxclaw.cards.definitions import ASK_TOOL, Card, components_of_tool_call
+from maxclaw.cards.definitions import ASK_TOOL, Card, card_args_schema, components_of_tool_call
 from maxclaw.cards.rules import tools_offered
 from maxclaw.cards.text import ASK_NOTE
 from maxclaw.components import tool_store
@@ -23,26 +23,6 @@ from maxclaw.timefmt import rfc3339
 from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.service import TimelineService, scoped_thread_id
 
-_QUESTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "kind", "question"],
-    "properties": {
-        "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
-        "kind": {"type": "string", "enum": ["choice", "text", "secret", "object"]},
-        "question": {"type": "string", "maxLength": 2000},
-        "options": {"type": "array", "minItems": 2, "maxItems": 12, "items": {
-            "type": "object", "required": ["id", "label"],
-            "properties": {"id": {"type": "string"}, "label": {"type": "string", "maxLength": 200},
-                           "recommended": {"type": "boolean"}}}},
-        "multiple": {"type": "boolean"},
-        "allow_other": {"type": "boolean"},
-        "placeholder": {"type": "string"},
-        "object": {"description": "what an object question acts on, e.g. {type: diff, content}"},
-        "actions": {"type": "array", "items": {
-            "type": "object", "required": ["id", "label"],
-            "properties": {"id": {"type": "string"}, "label": {"type": "string"}}}},
-    },
-}
 TOOL_SPECS: dict[str, dict[str, Any]] = {
     ASK_TOOL: {
         "description": (
@@ -50,16 +30,8 @@ TOOL_SPECS: dict[str, dict[str, Any]] = {
             "{posted: true}: the question becomes a card in the conversation. Keep working on "
             "what does not need the answer, then end your turn; his answer arrives later as his "
             "message, naming the card. Do not wait, poll or ask again."),
-        "parameters": {
-            "type": "object", "required": ["title", "questions"],
-            "properties": {
-                "title": {"type": "string", "maxLength": 200},
-                "questions": {"type": "array", "minItems": 1, "maxItems": 8,
-                              "items": _QUESTION_SCHEMA},
-                "stakes": {"type": "string", "enum": ["normal", "irreversible"]},
-                "main_after_minutes": {"type": "integer", "minimum": 0, "maximum": 10080},
-            },
-        },
+        # generated from the model execute validates with (one definition for every outlet)
+        "parameters": card_args_schema(),
     },
     "answer_for_max": {
         "description": (
@@ -136,7 +108,12 @@ class ToolService:
             raise NotFound(f"No assistant message in this thread carries tool call "
                            f"{tool_call_id!r}; post it first.")
         if call["name"] not in tools_offered(thread["kind"]):
-            raise Forbidden(f"{call['name']} is not offered in a {thread['kind']} thread.")
+            refusal = Forbidden(f"{call['name']} is not offered in a {thread['kind']} thread.")
+            if call["name"] not in TOOL_SPECS:
+                raise refusal  # not a service tool at all: its result is the runtime's to write
+            # one of ours, in the wrong thread: the refusal is the call's result, so the
+            # conversation holds no call without one (Chat Completions rejects that)
+            return await self._refuse(who, thread, call, refusal)
         try:
             async with self.db.transaction() as conn:
                 result = await self._run(conn, who, thread, call)

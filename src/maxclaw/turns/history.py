@@ -11,7 +11,8 @@ their sealed boxes; a row that did not reads its masked copy (``••••[car
 | event | ``{"role": "user", "content": "[MaxClaw event] " + body}``: a service notice |
 | assistant | ``{"role": "assistant", "content", "tool_calls": [{"id", "type": "function",
   "function": {"name", "arguments": "<JSON string>"}}]}`` |
-| tool | ``{"role": "tool", "tool_call_id", "content": "<JSON string of messages.content>"}`` |
+| tool | ``{"role": "tool", "tool_call_id", "content"}``: a string ``messages.content`` as it is,
+  any other JSON value as its JSON text |
 
 Chat Completions requires the results of an assistant row's calls to follow it directly, so
 tool rows are placed right after their call even when other rows arrived in between (a user
@@ -63,8 +64,10 @@ def chat_message(row: dict[str, Any]) -> dict[str, Any]:
     if role == "event":
         return {"role": "user", "content": event_text(row)}
     if role == "tool":
-        return {"role": "tool", "tool_call_id": row["tool_call_id"],
-                "content": json.dumps(row.get("content"), ensure_ascii=False)}
+        content = row.get("content")
+        # a string result reaches the model as that string; any other JSON value as its text
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        return {"role": "tool", "tool_call_id": row["tool_call_id"], "content": text}
     message: dict[str, Any] = {"role": "assistant", "content": row.get("body")}
     calls = tool_calls_of(row)
     if calls:

@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from maxclaw.api.routes import (
     agent,
+    agent_threads,
     agent_turns,
     components,
     decisions,
@@ -23,6 +24,7 @@ ROUTERS: list[APIRouter] = [
     push.router,
     agent.router,
     agent_turns.router,
+    agent_threads.router,
     tokens.router,
     ws.router,
     web.router,  # last: it serves the WebUI at "/"

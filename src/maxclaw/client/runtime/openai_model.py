@@ -1,10 +1,13 @@
-"""An OpenAI-compatible Chat Completions adapter over HTTP (streaming or not).
+"""The model adapter, on the official ``openai`` SDK (Chat Completions, streaming or not).
 
-Retries 429 and 5xx answers, and connections that broke, with exponential backoff (honouring
-``Retry-After`` when the server sends one): a gateway with a per-token rate limit answers 429
-as soon as two or three runs overlap, and a retry a few seconds later is all it takes.
-With ``stream=True`` the reply is read as server-sent events and the tool calls, which arrive
-in fragments keyed by ``index``, are put back together.
+``base_url`` points it at any OpenAI-compatible server (a gateway, vLLM, Ollama, …). The SDK
+brings the typed messages and tools, the timeouts, and the retries: 408, 409, 429 and 5xx
+answers and broken connections are retried with exponential backoff, honouring
+``Retry-After`` (a gateway with a per-token rate limit answers 429 as soon as two or three runs
+overlap, and a retry a few seconds later is all it takes). What the SDK does not retry is a
+stream that ends before the reply did (no ``finish_reason``): that is retried here, with the
+same backoff. With ``stream=True`` the tool calls, which arrive in fragments keyed by
+``index``, are put back together.
 """
 
 from __future__ import annotations
@@ -13,16 +16,18 @@ import asyncio
 import json
 import logging
 import random
-from typing import Any
+from typing import Any, cast
 
-import httpx
+import httpx2
+from openai import APIConnectionError, APIError, APIStatusError, AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from maxclaw.client.runtime.model import Reply
 
 log = logging.getLogger("maxclaw.agent.openai")
-RETRY_STATUSES = frozenset({408, 429})  # and every 5xx
+NO_KEY = "no-key"  # OpenAI-compatible servers that take no key still get a bearer header
 
 
 class OpenAISettings(BaseSettings):
@@ -41,7 +46,7 @@ class OpenAISettings(BaseSettings):
     model: str = "gpt-4o-mini"
     stream: bool = True
     max_retries: int = 6
-    backoff_s: float = 1.0
+    backoff_s: float = 1.0  # the first wait before a cut stream is requested again
     timeout_s: float = 120.0
 
 
@@ -49,103 +54,87 @@ class ModelError(Exception):
     """The model endpoint refused the request for good (or kept failing past the retries)."""
 
 
-class OpenAIChatModel:
-    """``POST {base_url}/chat/completions``."""
-
-    def __init__(self, settings: OpenAISettings | None = None, *,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.settings = settings or OpenAISettings()
-        headers = {"Content-Type": "application/json"}
-        if self.settings.api_key:
-            headers["Authorization"] = f"Bearer {self.settings.api_key}"
-        self.http = httpx.AsyncClient(base_url=self.settings.base_url.rstrip("/"),
-                                      headers=headers, timeout=self.settings.timeout_s,
-                                      transport=transport)
-        self.attempts = 0  # HTTP requests sent, retries included (tests and logs read it)
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
-
-    async def complete(self, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]]) -> Reply:
-        body: dict[str, Any] = {"model": self.settings.model, "messages": messages,
-                                "stream": self.settings.stream}
-        if tools:
-            body["tools"] = tools
-        last: str = ""
-        for attempt in range(self.settings.max_retries + 1):
-            self.attempts += 1
-            try:
-                if self.settings.stream:
-                    return await self._streamed(body)
-                return await self._plain(body)
-            except _RetryableError as retry:
-                last = str(retry)
-                delay = retry.after if retry.after is not None else self._backoff(attempt)
-            except (httpx.TransportError, _BrokenStreamError) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                delay = self._backoff(attempt)
-            if attempt < self.settings.max_retries:
-                log.warning("model request failed; retrying",
-                            extra={"attempts": attempt + 1, "error": last[:200]})
-                await asyncio.sleep(delay)
-        raise ModelError(f"the model endpoint kept failing ({last}); giving up after "
-                         f"{self.settings.max_retries + 1} attempts")
-
-    def _backoff(self, attempt: int) -> float:
-        return float(min(30.0, self.settings.backoff_s * 2**attempt * (0.5 + random.random())))
-
-    async def _plain(self, body: dict[str, Any]) -> Reply:
-        resp = await self.http.post("/chat/completions", json=body)
-        _check(resp)
-        try:
-            message = resp.json()["choices"][0]["message"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise _BrokenStreamError("the response has no choices[0].message") from None
-        return Reply(content=message.get("content"), tool_calls=[
-            _call(c.get("id"), (c.get("function") or {}).get("name"),
-                  (c.get("function") or {}).get("arguments"))
-            for c in message.get("tool_calls") or []])
-
-    async def _streamed(self, body: dict[str, Any]) -> Reply:
-        async with self.http.stream("POST", "/chat/completions", json=body) as resp:
-            if resp.status_code != 200:
-                await resp.aread()
-                _check(resp)
-            collector = _Collector()
-            async for line in resp.aiter_lines():
-                if collector.feed(line):
-                    return collector.reply()
-        if collector.finished:  # some servers close after the finish_reason, without [DONE]
-            return collector.reply()
-        raise _BrokenStreamError("the stream ended before the reply did")
-
-
-class _RetryableError(Exception):
-    def __init__(self, message: str, after: float | None) -> None:
-        super().__init__(message)
-        self.after = after
-
-
 class _BrokenStreamError(Exception):
     pass
 
 
-def _check(resp: httpx.Response) -> None:
-    if resp.status_code == 200:
-        return
-    text = resp.text[:300]
-    if resp.status_code in RETRY_STATUSES or resp.status_code >= 500:
-        raise _RetryableError(f"HTTP {resp.status_code}: {text}", _retry_after(resp))
-    raise ModelError(f"the model endpoint answered HTTP {resp.status_code}: {text}")
+class OpenAIChatModel:
+    """``client.chat.completions.create`` on an ``AsyncOpenAI`` client."""
 
+    def __init__(self, settings: OpenAISettings | None = None) -> None:
+        self.settings = settings or OpenAISettings()
+        self.attempts = 0  # HTTP requests sent, retries included (tests and logs read it)
 
-def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("retry-after")
-    try:
-        return min(60.0, max(0.0, float(value))) if value is not None else None
-    except ValueError:
-        return None
+        async def count(_request: httpx2.Request) -> None:
+            self.attempts += 1
+
+        self._http = httpx2.AsyncClient(timeout=self.settings.timeout_s,
+                                        event_hooks={"request": [count]})
+        self.client = AsyncOpenAI(base_url=self.settings.base_url.rstrip("/"),
+                                  api_key=self.settings.api_key or NO_KEY,
+                                  max_retries=self.settings.max_retries,
+                                  timeout=self.settings.timeout_s, http_client=self._http)
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+    async def complete(self, messages: list[dict[str, Any]],
+                       tools: list[dict[str, Any]]) -> Reply:
+        typed_messages = cast(list[ChatCompletionMessageParam], messages)
+        typed_tools = cast(list[ChatCompletionToolParam], tools)
+        last = ""
+        for attempt in range(self.settings.max_retries + 1):
+            try:
+                if self.settings.stream:
+                    return await self._streamed(typed_messages, typed_tools)
+                return await self._plain(typed_messages, typed_tools)
+            except APIStatusError as exc:  # the SDK retried what is worth retrying
+                raise ModelError(f"the model endpoint answered HTTP {exc.status_code}: "
+                                 f"{str(exc.body or exc.message)[:300]}; giving up after "
+                                 f"{self.attempts} attempts") from None
+            except APIConnectionError as exc:
+                raise ModelError(f"the model endpoint cannot be reached ({exc}); giving up "
+                                 f"after {self.attempts} attempts") from None
+            except (_BrokenStreamError, APIError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            if attempt < self.settings.max_retries:
+                log.warning("model stream broke off; retrying",
+                            extra={"attempts": attempt + 1, "error": last[:200]})
+                await asyncio.sleep(self._backoff(attempt))
+        raise ModelError(f"the model endpoint kept failing ({last}); giving up after "
+                         f"{self.attempts} attempts")
+
+    def _backoff(self, attempt: int) -> float:
+        return float(min(30.0, self.settings.backoff_s * 2**attempt * (0.5 + random.random())))
+
+    def _tools(self, tools: list[ChatCompletionToolParam]) -> dict[str, Any]:
+        return {"tools": tools} if tools else {}
+
+    async def _plain(self, messages: list[ChatCompletionMessageParam],
+                     tools: list[ChatCompletionToolParam]) -> Reply:
+        completion = await self.client.chat.completions.create(
+            model=self.settings.model, messages=messages, stream=False, **self._tools(tools))
+        if not completion.choices:
+            raise _BrokenStreamError("the response has no choices[0].message")
+        message = completion.choices[0].message
+        calls = []
+        for call in message.tool_calls or []:
+            function = getattr(call, "function", None)  # custom tools have none
+            calls.append(_call(call.id, getattr(function, "name", ""),
+                               getattr(function, "arguments", "")))
+        return Reply(content=message.content, tool_calls=calls)
+
+    async def _streamed(self, messages: list[ChatCompletionMessageParam],
+                        tools: list[ChatCompletionToolParam]) -> Reply:
+        stream = await self.client.chat.completions.create(
+            model=self.settings.model, messages=messages, stream=True, **self._tools(tools))
+        collector = _Collector()
+        async with stream:
+            async for chunk in stream:
+                collector.feed(chunk.model_dump(exclude_none=True))
+        if not collector.finished:
+            raise _BrokenStreamError("the stream ended before the reply did")
+        return collector.reply()
 
 
 def _call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
@@ -163,19 +152,7 @@ class _Collector:
         self.calls: dict[int, dict[str, Any]] = {}
         self.finished = False
 
-    def feed(self, line: str) -> bool:
-        """Take one SSE line; True at ``data: [DONE]``."""
-        if not line.startswith("data:"):
-            return False  # comments, event names, keep-alives, blank separators
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return True
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            raise _BrokenStreamError(f"unreadable stream chunk: {data[:100]}") from None
-        if isinstance(chunk, dict) and "error" in chunk:
-            raise _RetryableError(f"stream error: {str(chunk['error'])[:200]}", None)
+    def feed(self, chunk: dict[str, Any]) -> None:
         for choice in chunk.get("choices") or []:
             self.finished = self.finished or bool(choice.get("finish_reason"))
             delta = choice.get("delta") or {}
@@ -188,7 +165,6 @@ class _Collector:
                 fn = frag.get("function") or {}
                 call["name"] += fn.get("name") or ""
                 call["arguments"] += fn.get("arguments") or ""
-        return False
 
     def reply(self) -> Reply:
         return Reply(content="".join(self.text) or None,

@@ -1,0 +1,1 @@
+"""What an agent reads and takes from its threads outside a turn (MCP, command hooks)."""

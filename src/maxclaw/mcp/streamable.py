@@ -1,0 +1,144 @@
+"""``/mcp`` on ``maxclaw serve``: the MCP server over streamable HTTP, stateless.
+
+Every request carries ``Authorization: Bearer <agent token>``; a token bound to a thread fixes
+the thread, an unbound one names it with the ``X-MaxClaw-Thread`` header (or ``?thread_id=``)
+that the host's MCP configuration sends on every request. The SDK's session manager runs in
+stateless mode with JSON responses: no ``Mcp-Session-Id`` is issued, no stream or session is
+kept between requests, and each ``tools/call`` reads and writes PostgreSQL through the
+services. So two replicas behind a load balancer serve one agent interchangeably — any request
+may land on either, and a replica that restarts loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+from starlette.types import Receive, Scope, Send
+
+from maxclaw.agentthreads.service import AgentThreadService
+from maxclaw.auth.service import AuthService, Principal, parse_uuid
+from maxclaw.components.server_tools import ToolService
+from maxclaw.errors import BadRequest, Forbidden, MaxclawError, Unauthorized, Unavailable
+from maxclaw.mcp.backend import ServiceBackend
+from maxclaw.turns.messages import AgentMessageService
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    from maxclaw.wire.mcp import Binding
+
+THREAD_HEADER = "x-maxclaw-thread"
+SESSION_HEADER = "mcp-session-id"
+STATE_KEY = "maxclaw_mcp"
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+async def _respond(send: Send, exc: MaxclawError) -> None:
+    body = json.dumps(exc.body()).encode()
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+    if exc.http_status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": exc.http_status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+READY_WITHIN_S = 60.0
+
+
+class McpHttpApp:
+    """The ASGI app mounted at ``/mcp``, and a job of the app's lifespan: ``start`` runs the
+    SDK's session manager in a task of its own. The SDK is imported there, off the event loop,
+    so that ``serve`` is ready without waiting for it (the import costs about a second)."""
+
+    name = "mcp-http"
+
+    def __init__(self, auth: AuthService, tools: ToolService, messages: AgentMessageService,
+                 threads: AgentThreadService) -> None:
+        self.auth = auth
+        self.tools = tools
+        self.messages = messages
+        self.threads = threads
+        self.manager: StreamableHTTPSessionManager | None = None
+        self._ready = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=self.name)
+
+    async def _run(self) -> None:
+        await asyncio.to_thread(importlib.import_module, "mcp.server.streamable_http_manager")
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        from maxclaw.wire.mcp import build_server
+
+        self.manager = StreamableHTTPSessionManager(app=build_server(self._resolve),
+                                                    stateless=True, json_response=True)
+        async with self.manager.run():
+            self._ready.set()
+            await self._stopping.wait()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        try:
+            who, thread_id = await self._authenticate(scope)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), READY_WITHIN_S)
+            if self.manager is None or not self._ready.is_set():
+                raise Unavailable("The MCP endpoint is starting; try again in a moment.")
+        except MaxclawError as exc:
+            await _respond(send, exc)
+            return
+        session = _headers(scope).get(SESSION_HEADER, "")
+        scope.setdefault("state", {})[STATE_KEY] = (who, thread_id, session)
+        await self.manager.handle_request(scope, receive, send)
+
+    async def _authenticate(self, scope: Scope) -> tuple[Principal, str]:
+        headers = _headers(scope)
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthorized("Missing token: send 'Authorization: Bearer <agent token>'.")
+        who: Principal = await self.auth.authenticate(token.strip())
+        if who.role != "agent":
+            raise Forbidden("/mcp is for agent tokens; this is a user token.")
+        named = headers.get(THREAD_HEADER) or _query_thread(scope)
+        if who.thread_id is not None:
+            if named is not None:
+                who.check_thread(parse_uuid(named))  # another thread: 404, as on REST
+            return who, who.thread_id
+        if named is None:
+            raise BadRequest("Name the thread: send the X-MaxClaw-Thread header (or "
+                             "?thread_id=), or use a token bound to one thread.")
+        return who, parse_uuid(named)
+
+    async def _resolve(self, ctx: ServerRequestContext[Any, Any]) -> Binding:
+        request = ctx.request
+        state = getattr(request, "scope", {}).get("state", {}).get(STATE_KEY)
+        assert state is not None, "every /mcp request is authenticated before it is served"
+        who, thread_id, session = state
+        from maxclaw.wire.mcp import Binding
+
+        backend = ServiceBackend(who, self.tools, self.messages, self.threads)
+        return Binding(backend, thread_id, scope=session)
+
+
+def _query_thread(scope: Scope) -> str | None:
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("thread_id")
+    return values[0] if values else None
