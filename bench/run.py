@@ -259,7 +259,11 @@ async def run(plan: Plan, url: str, source: str, log_dir: Path,
         f"p99 {report['claim']['latency'].get('p99_ms')} ms")
     for key, what, item in ITEMS:
         say(f"{what} …")
-        report[key] = await item(url, plan, log_dir)
+        try:
+            report[key] = await item(url, plan, log_dir)
+        except Exception as exc:  # one item's failure must not lose the rest of the report
+            say(f"  {key} failed: {type(exc).__name__}: {exc}")
+            report[key] = {"status": f"failed: {type(exc).__name__}: {exc}"}
     finished = datetime.now(UTC)
     report["finished_at"] = finished.isoformat(timespec="seconds")
     report["duration_s"] = round((finished - started).total_seconds(), 1)

@@ -6,6 +6,7 @@
     ├── Forbidden         403 forbidden
     ├── NotFound          404 not_found
     ├── ComponentError    409 settled | locked | not_transferable | irreversible | conflict
+    │                                 | withdrawn | expired
     ├── Conflict          409 conflict
     ├── TooLarge          413 too_large
     ├── Invalid           422 invalid   (data.errors = [{"loc": [...], "msg": ...}])
@@ -70,6 +71,8 @@ class ComponentError(MaxclawError):
             "Hand it back."
         ),
         "conflict": "This question is not in a state that allows that.",
+        "withdrawn": "The agent withdrew this question; nothing was changed.",
+        "expired": "This question expired unanswered; nothing was changed.",
     }
 
     def __init__(

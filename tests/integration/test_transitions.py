@@ -33,7 +33,24 @@ async def _ok(resp: Any) -> None:
     assert resp.status_code == 200, resp.text
 
 
-async def _bring_to(a: Actor, status: Status, *, personal: bool = False) -> str:
+async def _agent_tool(a: Actor, tid: str, name: str, args: dict[str, Any]) -> tuple[int, Any]:
+    call_id = await post_call(a.agent, tid, name, args)
+    resp = await execute_call(a.agent, tid, call_id)
+    return resp.status_code, resp.json()
+
+
+async def _expire(h: Harness, cid: str) -> int:
+    """Make ``cid`` past its expiry whatever its status and run the expiry sweep: only the
+    table's from-states let it expire. Returns how many cards expired."""
+    async with h.services.db.connection() as conn:
+        await conn.execute("UPDATE message_components SET expires_at = now() - interval '1 minute'"
+                           " WHERE id = $1", cid)
+    n: int = await h.services.components.sweep_expired(
+        now=h.services.clock.now() + timedelta(minutes=1))
+    return n
+
+
+async def _bring_to(h: Harness, a: Actor, status: Status, *, personal: bool = False) -> str:
     """A fresh card whose first component is in ``status``; ``personal``: one Main may not
     take (a secret beside it), so the sweep keeps it open."""
     tid = await new_thread(a.user)
@@ -41,6 +58,14 @@ async def _bring_to(a: Actor, status: Status, *, personal: bool = False) -> str:
     _, content = await post_card(a.agent, tid, *questions)
     cid = str(content["components"][0]["id"])
     if status is Status.OPEN:
+        return cid
+    if status is Status.WITHDRAWN:
+        code, body = await _agent_tool(a, tid, "withdraw_question",
+                                       {"component_id": cid, "reason": "not needed"})
+        assert code == 200, body
+        return cid
+    if status is Status.EXPIRED:
+        await _expire(h, cid)
         return cid
     if status is Status.ANSWERED:
         await _ok(await a.user.post(f"/v1/components/{cid}/answer",
@@ -109,6 +134,13 @@ async def _request(h: Harness, a: Actor, t: Transition, cid: str) -> tuple[int, 
             args |= {"selected": ["keep"], "reason": "the usual choice"}
         code, body = await _main_tool(a, t.name, args)
         return code, None if code == 200 else body["code"]
+    if t.surface is Surface.TOOL:
+        tid = (await a.user.get(f"/v1/components/{cid}")).json()["thread_id"]
+        code, body = await _agent_tool(a, tid, "withdraw_question",
+                                       {"component_id": cid, "reason": "the plan changed"})
+        return code, None if code == 200 else body["code"]
+    if t.name == "expire":
+        return (200, None) if await _expire(h, cid) == 1 else (409, "not_claimed")
     assert t.surface is Surface.SWEEP
     # the sweeper only claims due cards: make this one due whatever its status, so that only
     # the table's from-states keep it out
@@ -133,13 +165,16 @@ async def test_walk_the_table_from(harness: Harness, status: Status) -> None:
     walked = []
     for t in TRANSITIONS:
         # the sweep keeps open only what Main may not take, and hands over only what it may
-        cid = await _bring_to(a, status,
+        cid = await _bring_to(harness, a, status,
                               personal=t.name == "keep-open" and status is Status.OPEN)
         before = await _snapshot(harness, a, cid)
         code, error = await _request(harness, a, t, cid)
         after = await _snapshot(harness, a, cid)
         label = f"{t.name} by {t.actor} from the {t.surface} in {status}"
-        if t.allows(status):
+        if t.idempotent and status is t.target:
+            assert (code, error) == (200, None), label  # asked again: a no-op success
+            assert after == before, f"{label}: a repeated request wrote something"
+        elif t.allows(status):
             assert code == 200, (label, error)
             assert after["status"] == t.target, label
             assert after["mirror"]["status"] == t.target, label
@@ -148,12 +183,17 @@ async def test_walk_the_table_from(harness: Harness, status: Status) -> None:
             expected_audits = 0 if t.target == status else 1  # keep-open changes no status
             assert after["audits"] == before["audits"] + expected_audits, label
             # each row's listed effects happened: one message per message-writing effect
-            writes = {Effect.ANSWER_MESSAGE, Effect.HANDOFF_MESSAGE, Effect.REVOKE_EVENT}
-            assert after["messages"] - before["messages"] == len(writes & set(t.effects)), label
+            writes = {Effect.ANSWER_MESSAGE, Effect.HANDOFF_MESSAGE, Effect.REVOKE_EVENT,
+                      Effect.EXPIRY_EVENT}
+            told = int(Effect.TELL_MAIN in t.effects and status is Status.WITH_MAIN)
+            assert after["messages"] - before["messages"] == (
+                len(writes & set(t.effects)) + told), label
             if Effect.SETTLE_CARRIER in t.effects:
                 assert after["carrier"] == f"settled{after['mirror']['answered_via']}", label
             if Effect.REOPEN_CARRIER in t.effects:
                 assert after["carrier"] == "open", label
+            if Effect.WITHDRAW_CARRIER in t.effects:
+                assert after["carrier"] == f"settled{t.target}", label
             if Effect.ENSURE_CARRIER in t.effects:
                 assert after["decision_id"] is not None, label
         else:

@@ -47,8 +47,9 @@ def test_main_may_take(questions: list[dict[str, Any]], thread: dict[str, Any],
 
 def test_tools_offered_by_thread_kind() -> None:
     assert tools_offered("background") == []
-    assert tools_offered("work") == ["ask_user_question"]
-    assert tools_offered("main") == ["ask_user_question", "answer_for_max", "hand_back"]
+    assert tools_offered("work") == ["ask_user_question", "withdraw_question"]
+    assert tools_offered("main") == ["ask_user_question", "withdraw_question", "answer_for_max",
+                                     "hand_back"]
 
 
 def definition(question: dict[str, Any], stakes: str = "normal") -> Any:

@@ -77,6 +77,14 @@ def test_the_card_is_locked_while_main_holds_it_but_not_the_panel_or_push() -> N
         assert transition("answer", surface).target is Status.ANSWERED
 
 
+def test_a_withdrawn_or_expired_card_says_so_from_every_row() -> None:
+    for t in TRANSITIONS:
+        assert t.refusal(Status.WITHDRAWN) == "withdrawn" or t.allows(Status.WITHDRAWN)
+        assert t.refusal(Status.EXPIRED) == "expired" or t.allows(Status.EXPIRED)
+    assert transition("withdraw", Surface.TOOL).idempotent
+    assert transition("withdraw", Surface.TOOL).refusal(Status.ANSWERED) == "settled"
+
+
 def test_settled_statuses_have_no_way_out_but_revoke() -> None:
     for t in TRANSITIONS:
         for source in t.sources & SETTLED:
@@ -115,11 +123,18 @@ def test_the_sweep_claims_what_the_table_says() -> None:
     """The claim's status is written out for the partial index; it must be the sweep rows'."""
     from maxclaw.components import store
     from maxclaw.db.schema import message_components
-    sweep = [t for t in TRANSITIONS if t.surface is Surface.SWEEP]
-    assert {s for t in sweep for s in t.sources} == {Status.OPEN}
+    due = [transition("to-main", Surface.SWEEP), transition("keep-open", Surface.SWEEP)]
+    assert {s for t in due for s in t.sources} == {Status.OPEN}
     assert "status = 'open'" in store.CLAIM_DUE
     index = next(i for i in message_components.indexes if i.name == "message_components_due")
     assert "status = 'open'" in str(index.dialect_options["postgresql"]["where"])
+    # the expiry claim and its index spell out the expire row's from-states
+    listed = "status IN (" + ", ".join(
+        f"'{s}'" for s in ("open", "with-main", "handed-back", "revoked")) + ")"
+    assert set(transition("expire", Surface.SWEEP).sources) == UNSETTLED
+    assert listed in store.CLAIM_EXPIRED
+    index = next(i for i in message_components.indexes if i.name == "message_components_expiry")
+    assert listed in str(index.dialect_options["postgresql"]["where"])
 
 
 def test_the_schema_allows_every_status() -> None:

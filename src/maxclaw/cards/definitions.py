@@ -30,6 +30,7 @@ ASK_TOOL = "ask_user_question"
 LOCAL_ID = r"^[A-Za-z0-9_-]{1,64}$"
 MAX_OBJECT_BYTES = 256 * 1024
 MAX_TOOL_CALL_ID = 200
+MAX_EXPIRY_MINUTES = 43_200  # 30 days
 
 LocalId = Annotated[str, StringConstraints(pattern=LOCAL_ID)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=200)]
@@ -124,8 +125,28 @@ class CardArgs(_Arg):
     title: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     questions: Annotated[list[QuestionArg], Field(min_length=1, max_length=8)]
     stakes: Stakes = "normal"
+    # null: never to Main by time (Max can still let Main decide)
     main_after_minutes: Annotated[int, Field(ge=0, le=10080, description=(
-        "minutes until Main (his coordinating agent) may answer instead"))] = 30
+        "minutes until Main (his coordinating agent) may answer instead; null: never by time "
+        "(use null for questions only Max can answer)"))] | None = 30
+    # the card expires unanswered after this long (the agent is told; nothing is invented)
+    expires_after_minutes: Annotated[int, Field(ge=1, le=MAX_EXPIRY_MINUTES, description=(
+        "minutes after which the question expires unanswered (not less than "
+        "main_after_minutes); you are told in a new message, no answer is invented"))] \
+        | None = None
+    # component or tool-call ids of this conversation's earlier questions this card replaces
+    supersedes: Annotated[list[Annotated[str, StringConstraints(min_length=1,
+                                                                max_length=MAX_TOOL_CALL_ID + 70)]],
+                          Field(max_length=16)] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _expiry_after_handoff(self) -> CardArgs:
+        if (self.expires_after_minutes is not None and self.main_after_minutes is not None
+                and self.expires_after_minutes < self.main_after_minutes):
+            raise ValueError("expires_after_minutes: the card would expire before it goes to "
+                             "Main; make it at least main_after_minutes, or set "
+                             "main_after_minutes to null")
+        return self
 
     @field_validator("questions")
     @classmethod
@@ -174,8 +195,10 @@ class Card(BaseModel):
     tool_call_id: str
     title: str
     stakes: Stakes
-    main_after_minutes: int
+    main_after_minutes: int | None
     components: list[ComponentDefinition]
+    expires_after_minutes: int | None = None
+    supersedes: list[str] = Field(default_factory=list)
 
     def component(self, component_id: str) -> ComponentDefinition:
         for c in self.components:
@@ -263,7 +286,9 @@ def _card(call_id: str, args: CardArgs) -> Card:
         for q in args.questions
     ]
     return Card(tool_call_id=call_id, title=args.title, stakes=args.stakes,
-                main_after_minutes=args.main_after_minutes, components=components)
+                main_after_minutes=args.main_after_minutes, components=components,
+                expires_after_minutes=args.expires_after_minutes,
+                supersedes=list(args.supersedes))
 
 
 def normalize_tool_call(call: Any) -> dict[str, Any]:

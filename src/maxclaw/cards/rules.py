@@ -8,6 +8,7 @@ from maxclaw.cards.definitions import Card
 
 MAIN_TOOLS = frozenset({"answer_for_max", "hand_back"})
 ASK_TOOL = "ask_user_question"
+WITHDRAW_TOOL = "withdraw_question"  # offered wherever ASK_TOOL is
 
 
 def main_may_take(card: Card, thread: dict[str, Any]) -> bool:
@@ -24,7 +25,7 @@ def main_may_take(card: Card, thread: dict[str, Any]) -> bool:
 
 def tools_offered(thread_kind: str) -> list[str]:
     """Which service tools a thread's agent may call."""
-    tools = [] if thread_kind == "background" else [ASK_TOOL]
+    tools = [] if thread_kind == "background" else [ASK_TOOL, WITHDRAW_TOOL]
     if thread_kind == "main":
         tools += sorted(MAIN_TOOLS)
     return tools

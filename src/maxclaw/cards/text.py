@@ -114,3 +114,30 @@ def handoff_meta(definition: ComponentDefinition, thread_id: str,
     return {"askHandoff": {"componentId": definition.id, "threadId": thread_id,
                            "phase": phase, "title": definition.title,
                            "question": definition.question}}
+
+
+WITHDRAWN_PREFIX = "The agent withdrew the question"
+
+
+def withdrawn_line(reason: str, superseded_by: str | None = None) -> str:
+    """What Max reads where the question was (the card, the panel): why it went away."""
+    if superseded_by:
+        return f"Withdrawn by the agent — superseded by a newer question ({superseded_by})"
+    return f"Withdrawn by the agent — {reason}"
+
+
+def withdrawn_text(definition: ComponentDefinition, reason: str) -> str:
+    """The event Main's thread gets when a question it holds is withdrawn (it does not wake)."""
+    return (f'{WITHDRAWN_PREFIX} "{definition.title}" (question card {definition.id}) that '
+            f"was handed to you: {reason}. Nothing to answer any more.")
+
+
+EXPIRED_PREFIX = "Question expired unanswered"
+
+
+def expired_text(definition: ComponentDefinition) -> str:
+    """The event that wakes the asking thread when a question expires: the agent decides what
+    to do; no answer is invented."""
+    return (f'{EXPIRED_PREFIX}: "{definition.title}" (question card {definition.id}).\n'
+            f"Question: {definition.question}\nMax did not answer in time and nobody answered "
+            "for him. Decide how to go on without it, or ask again if it still matters.")

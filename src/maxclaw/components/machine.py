@@ -30,6 +30,8 @@ class Status(StrEnum):
     MAIN_ANSWERED = "main-answered"
     REVOKED = "revoked"
     HANDED_BACK = "handed-back"
+    WITHDRAWN = "withdrawn"  # the agent withdrew it (``withdraw_question``, ``supersedes``)
+    EXPIRED = "expired"  # ``expires_after_minutes`` passed unanswered
 
 
 class Actor(StrEnum):
@@ -38,6 +40,7 @@ class Actor(StrEnum):
     MAX = "max"
     MAIN = "main"
     SWEEPER = "sweeper"
+    AGENT = "agent"  # the asking thread's agent
 
 
 class Surface(StrEnum):
@@ -49,6 +52,7 @@ class Surface(StrEnum):
     PUSH = "push"
     MAIN = "main"
     SWEEP = "sweep"
+    TOOL = "tool"  # the asking agent's tools (``withdraw_question``, ``supersedes``)
 
 
 class Effect(StrEnum):
@@ -61,6 +65,9 @@ class Effect(StrEnum):
     HANDOFF_MESSAGE = "the hand-off message in Main's thread; Main's thread woken"
     REOPEN_CARRIER = "the carrier reopened through its kind's reverter (pushed again)"
     REVOKE_EVENT = "an event row in the asking thread; it wakes the thread"
+    WITHDRAW_CARRIER = "the carrier settled as withdrawn (or expired); its pushes withdrawn"
+    TELL_MAIN = "if Main held it: an event row in Main's thread (it does not wake Main)"
+    EXPIRY_EVENT = "an event row in the asking thread ('expired unanswered'); it wakes it"
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class Transition:
     # a refusal code for particular statuses, overriding ``refused``
     refused_from: dict[Status, str] = field(default_factory=dict)
     clears_answer: bool = False  # the answer (and who/when) is wiped
+    # a request on a component already in the to-state succeeds and writes nothing
+    idempotent: bool = False
     # the refusal's message per code, when it says more than ``ComponentError``'s default
     # (``{status}`` is the status found)
     texts: dict[str, str] = field(default_factory=dict)
@@ -90,10 +99,12 @@ class Transition:
         return status is not None and Status(status) in self.sources
 
     def refusal(self, status: Status | str | None) -> str:
-        """The code a request is refused with when the component is in ``status``."""
+        """The code a request is refused with when the component is in ``status``: a
+        withdrawn or expired card says so (from every surface), else the row's code."""
         if status is None:  # the row is gone (its thread was deleted)
             return self.refused
-        return self.refused_from.get(Status(status), self.refused)
+        status = Status(status)
+        return self.refused_from.get(status, _ENDED.get(status, self.refused))
 
     def refusal_text(self, code: str, status: Status | str | None) -> str | None:
         """The refusal's message for the model or client, or None for the default."""
@@ -106,6 +117,8 @@ class Transition:
 
 
 S = Status
+_ENDED = {S.WITHDRAWN: "withdrawn", S.EXPIRED: "expired"}
+_UNSETTLED = frozenset({S.OPEN, S.WITH_MAIN, S.HANDED_BACK, S.REVOKED})
 _MAX_ANSWERS_FROM_CARD = frozenset({S.OPEN, S.REVOKED, S.HANDED_BACK})
 # the card is locked while Main holds it; the panel and push are not (answering first from
 # elsewhere is legitimate)
@@ -143,12 +156,20 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("revoke", frozenset({S.MAIN_ANSWERED}), S.REVOKED, Actor.MAX, Surface.CARD,
                (Effect.REOPEN_CARRIER, Effect.REVOKE_EVENT), clears_answer=True,
                texts={"conflict": "Only an answer Main gave can be revoked."}),
+    # the asking agent ends a question it no longer needs (withdraw_question, supersedes);
+    # withdrawing a withdrawn one again is a no-op success, not a transition
+    Transition("withdraw", _UNSETTLED, S.WITHDRAWN, Actor.AGENT, Surface.TOOL,
+               (Effect.WITHDRAW_CARRIER, Effect.TELL_MAIN), refused="settled", idempotent=True,
+               texts={"settled": "The question is already {status}; nothing was withdrawn."}),
+    # expires_after_minutes passed: the sweeper ends it and tells the asking agent (set-wise)
+    Transition("expire", _UNSETTLED, S.EXPIRED, Actor.SWEEPER, Surface.SWEEP,
+               (Effect.WITHDRAW_CARRIER, Effect.TELL_MAIN, Effect.EXPIRY_EVENT)),
 )
 _BY_KEY = {t.key: t for t in TRANSITIONS}
 assert len(_BY_KEY) == len(TRANSITIONS), "a (name, surface) pair names one row"
 
 # Statuses whose answer is still to come (what ``finish`` reports, what withdraw may end).
-UNSETTLED: frozenset[Status] = frozenset({S.OPEN, S.WITH_MAIN, S.HANDED_BACK, S.REVOKED})
+UNSETTLED: frozenset[Status] = _UNSETTLED
 SETTLED: frozenset[Status] = frozenset(Status) - UNSETTLED
 # The surfaces Max answers from (the ``answered_via`` of his answers).
 MAX_SURFACES: tuple[Surface, ...] = (Surface.CARD, Surface.DECISION, Surface.PUSH)

@@ -13,13 +13,13 @@ import asyncpg
 
 from maxclaw.auth.service import Principal
 from maxclaw.cards.definitions import ASK_TOOL, Card, card_args_schema, components_of_tool_call
-from maxclaw.cards.rules import tools_offered
+from maxclaw.cards.rules import WITHDRAW_TOOL, tools_offered
 from maxclaw.cards.text import ASK_NOTE
 from maxclaw.components import tool_store
 from maxclaw.components.service import ComponentService
 from maxclaw.db.database import Database
 from maxclaw.errors import ComponentError, Forbidden, Invalid, MaxclawError, NotFound
-from maxclaw.timefmt import rfc3339
+from maxclaw.timefmt import rfc3339_or_none
 from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.service import TimelineService, scoped_thread_id
 
@@ -32,6 +32,19 @@ TOOL_SPECS: dict[str, dict[str, Any]] = {
             "message, naming the card. Do not wait, poll or ask again."),
         # generated from the model execute validates with (one definition for every outlet)
         "parameters": card_args_schema(),
+    },
+    WITHDRAW_TOOL: {
+        "description": (
+            "Withdraw a question you asked that you no longer need answered (the work changed, "
+            "you found the answer). Max sees it withdrawn with your reason, and any answer he "
+            "gives after is refused. Name one question (component_id) or a whole card "
+            "(tool_call_id). To replace a question, use ask_user_question's supersedes."),
+        "parameters": {
+            "type": "object", "required": ["reason"],
+            "properties": {"component_id": {"type": "string"},
+                           "tool_call_id": {"type": "string"},
+                           "reason": {"type": "string", "maxLength": 2000}},
+        },
     },
     "answer_for_max": {
         "description": (
@@ -60,6 +73,9 @@ def tool_list(thread_kind: str | None) -> list[dict[str, Any]]:
     return [{"type": "function", "function": {"name": n, **TOOL_SPECS[n]}} for n in names]
 
 
+MAX_REASON_CHARS = 2000
+
+
 class NeedsExecute(Exception):
     """A call of a post with ``"execute": true`` cannot run inside the post's transaction (a
     refusal to record, a race, a tool not offered here): the caller rolls back and takes the
@@ -72,6 +88,8 @@ def _refusal_content(name: str, exc: MaxclawError) -> dict[str, Any]:
         return {"posted": False, "error": exc.message}
     if name == "answer_for_max":
         return {"answered": False, "error": exc.message}
+    if name == WITHDRAW_TOOL:
+        return {"withdrawn": False, "error": exc.message}
     return {"handed_back": False, "error": exc.message}
 
 
@@ -151,6 +169,8 @@ class ToolService:
                 card = components_of_tool_call(call)
             except Invalid:
                 raise NeedsExecute(call["id"]) from None  # the refusal is written by execute
+            if card.supersedes:
+                raise NeedsExecute(call["id"])  # withdrawing may refuse: execute's path
             status, content, _ = await self._post_card(conn, who, thread, card, message_id,
                                                        turn_id, watching)
             cards.append(card)
@@ -179,13 +199,19 @@ class ToolService:
                          watching: bool | None = None) -> tuple[int, dict[str, Any], None]:
         def content_for(due_at: Any) -> dict[str, Any]:
             return {"posted": True, "note": ASK_NOTE, "components": [
-                {"id": c.id, "kind": c.kind, "answer_due_at": rfc3339(due_at)}
+                {"id": c.id, "kind": c.kind, "answer_due_at": rfc3339_or_none(due_at)}
                 for c in card.components]}
 
+        old: list[str] = []
+        for i, ref in enumerate(card.supersedes):  # all resolved before anything is written
+            old += await self._question_ids(conn, who, thread, ref, ["arguments", "supersedes", i])
         tool_row = await self.components.post_card(
             conn, user_id=who.user_id, thread=thread, card=card,
             assistant_message_id=message_id, turn_id=turn_id, content_for=content_for,
             watching=watching)
+        if old:  # in the same transaction: Max never sees both open
+            await self.components.withdraw(conn, who, thread["id"], list(dict.fromkeys(old)),
+                                           "superseded", superseded_by=card.tool_call_id)
         return 200, tool_row["content"], None
 
     async def _run(self, conn: asyncpg.Connection, who: Principal, thread: dict[str, Any],
@@ -196,6 +222,10 @@ class ToolService:
                                          call["message_id"], call["turn_id"])
         if not isinstance(args, dict):
             raise Invalid.at(["arguments"], "arguments must be a JSON object")
+        if name == WITHDRAW_TOOL:
+            withdrawn = await self._withdraw(conn, who, thread, args)
+            await self._write_result(conn, who, thread, call, 200, withdrawn)
+            return 200, withdrawn, None
         component_id = args.get("component_id")
         if not isinstance(component_id, str):
             raise Invalid.at(["arguments", "component_id"], "component_id is required")
@@ -208,6 +238,35 @@ class ToolService:
             content = {"handed_back": True, "component_id": component_id}
         await self._write_result(conn, who, thread, call, 200, content)
         return 200, content, None
+
+    async def _withdraw(self, conn: asyncpg.Connection, who: Principal, thread: dict[str, Any],
+                        args: dict[str, Any]) -> dict[str, Any]:
+        """``withdraw_question``: one component or a whole card of this conversation."""
+        reason = args.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise Invalid.at(["arguments", "reason"], "a reason is required: Max reads it")
+        if len(reason) > MAX_REASON_CHARS:
+            raise Invalid.at(["arguments", "reason"], f"at most {MAX_REASON_CHARS} characters")
+        named = [k for k in ("component_id", "tool_call_id") if args.get(k) is not None]
+        if len(named) != 1 or not isinstance(args[named[0]], str):
+            raise Invalid.at(["arguments"], "name the question: component_id or tool_call_id "
+                                            "(one of them, a string)")
+        ids = await self._question_ids(conn, who, thread, args[named[0]], ["arguments", named[0]])
+        done = await self.components.withdraw(conn, who, thread["id"], ids, reason.strip())
+        return {"withdrawn": True, "component_ids": done["withdrawn"],
+                "already_withdrawn": done["already"]}
+
+    async def _question_ids(self, conn: asyncpg.Connection, who: Principal,
+                            thread: dict[str, Any], ref: str, loc: list[str | int]) -> list[str]:
+        """The component ids ``ref`` names in this thread: a component id, or a tool-call id
+        (every component of that card); ``Invalid`` at ``loc`` when it names nothing here."""
+        ids = await self.components.card_component_ids(conn, who.user_id, thread["id"], ref)
+        if not ids:
+            ids = [ref] if await self.components.in_thread(conn, who.user_id, thread["id"],
+                                                          ref) else []
+        if not ids:
+            raise Invalid.at(loc, f"no question of this conversation has the id {ref!r}")
+        return ids
 
     async def _write_result(self, conn: asyncpg.Connection, who: Principal,
                             thread: dict[str, Any], call: dict[str, Any], status: int,

@@ -25,9 +25,12 @@ from maxclaw.cards.rules import main_may_take
 from maxclaw.cards.text import (
     answer_message_text,
     answer_meta,
+    expired_text,
     handoff_meta,
     handoff_text,
     revoke_text,
+    withdrawn_line,
+    withdrawn_text,
 )
 from maxclaw.clock import Clock
 from maxclaw.components import store
@@ -50,7 +53,7 @@ from maxclaw.metrics import Metrics
 from maxclaw.presence import store as presence_store
 from maxclaw.secrets.mask import mask_token
 from maxclaw.secrets.service import SecretService
-from maxclaw.timefmt import rfc3339, rfc3339_or_none
+from maxclaw.timefmt import rfc3339_or_none
 from maxclaw.timeline import store as timeline_store
 
 WATCHED_DUE = timedelta(hours=1)
@@ -61,6 +64,7 @@ ANSWERABLE = {s.value: statuses(answerable(s)) for s in (Surface.CARD, Surface.D
 CARD_ANSWERABLE = ANSWERABLE[Surface.CARD.value]
 SWEEP_TO_MAIN = transition("to-main", Surface.SWEEP)
 SWEEP_KEEP = transition("keep-open", Surface.SWEEP)
+SWEEP_EXPIRE = transition("expire", Surface.SWEEP)
 DEFINITION_CACHE_SIZE = 50_000
 SECRET_LINE = "Submitted (not echoed)"
 MAX_NOTE_CHARS = 2000  # Main's hand-back note, as long as a question may be
@@ -73,8 +77,11 @@ def state_of(row: dict[str, Any], rule: bool = False) -> dict[str, Any]:
     return {"status": row["status"], "answered_by": row["answered_by"],
             "answered_via": row["answered_via"], "answer": row["answer"],
             "due_at": rfc3339_or_none(row["due_at"]),
+            "expires_at": rfc3339_or_none(row.get("expires_at")),
             "answerable_here": answerable_here(row["status"]),
-            "main_may_take": may_hand_to_main(row["status"], rule)}
+            "main_may_take": may_hand_to_main(row["status"], rule),
+            "withdrawn_reason": row.get("withdrawn_reason"),
+            "superseded_by": row.get("superseded_by")}
 
 
 def card_of(row: dict[str, Any]) -> Card:
@@ -105,6 +112,9 @@ def component_projection(row: dict[str, Any], definition: ComponentDefinition,
         "posted_at": rfc3339_or_none(row["posted_at"]),
         "answered_at": rfc3339_or_none(row["answered_at"]),
         "seen_at": rfc3339_or_none(row["seen_at"]),
+        "expires_at": rfc3339_or_none(row.get("expires_at")),
+        "withdrawn_reason": row.get("withdrawn_reason"),
+        "superseded_by": row.get("superseded_by"),
     }
 
 
@@ -161,12 +171,18 @@ class ComponentService:
         now = self.clock.now()
         if watching is None:
             watching = await presence_store.is_watching(conn, user_id, thread["id"], now)
-        due_at = now + (WATCHED_DUE if watching else timedelta(minutes=card.main_after_minutes))
+        # main_after_minutes null: never to Main by time (Max can still let Main decide)
+        due_at = None if card.main_after_minutes is None else now + (
+            WATCHED_DUE if watching else timedelta(minutes=card.main_after_minutes))
+        expires_at = (None if card.expires_after_minutes is None
+                      else now + timedelta(minutes=card.expires_after_minutes))
         rule = main_may_take(card, thread)
         states = {c.id: {"status": Status.OPEN.value, "answered_by": None, "answered_via": None,
-                         "answer": None, "due_at": rfc3339(due_at),
+                         "answer": None, "due_at": rfc3339_or_none(due_at),
+                         "expires_at": rfc3339_or_none(expires_at),
                          "answerable_here": answerable_here(Status.OPEN),
-                         "main_may_take": may_hand_to_main(Status.OPEN, rule)}
+                         "main_may_take": may_hand_to_main(Status.OPEN, rule),
+                         "withdrawn_reason": None, "superseded_by": None}
                   for c in card.components}
         tool_row = await timeline_store.insert_message(
             conn, user_id=user_id, thread_id=thread["id"], role="tool",
@@ -181,7 +197,7 @@ class ComponentService:
             {"id": c.id, "user_id": user_id, "thread_id": thread["id"],
              "message_id": assistant_message_id, "tool_message_id": tool_row["id"],
              "kind": c.kind, "stakes": c.stakes, "sensitive": c.sensitive, "due_at": due_at,
-             "decision_id": decision_ids.get((user_id, c.id))}
+             "decision_id": decision_ids.get((user_id, c.id)), "expires_at": expires_at}
             for c in card.components])
         return tool_row
 
@@ -190,6 +206,7 @@ class ComponentService:
     async def _move(self, conn: asyncpg.Connection, user_id: str, component_id: str,
                     t: Transition, *, via: str | None = None,
                     answer: dict[str, Any] | None = None, main_note: str | None = None,
+                    withdrawn_reason: str | None = None, superseded_by: str | None = None,
                     ) -> dict[str, Any] | None:
         """The CAS of row ``t`` with its mirror and audit (one statement); None if it lost.
         ``answer`` (already secret-safe) is written by answering rows; ``clears_answer`` rows
@@ -201,7 +218,8 @@ class ComponentService:
             main_may_take=may_hand_to_main(t.target, rule=False),
             set_answer=answering or t.clears_answer, answer=answer,
             answered_by=t.actor.value if answering else None,
-            answered_via=via if answering else None, main_note=main_note)
+            answered_via=via if answering else None, main_note=main_note,
+            withdrawn_reason=withdrawn_reason, superseded_by=superseded_by)
 
     async def _refuse(self, conn: asyncpg.Connection, user_id: str, component_id: str,
                       t: Transition, status: str | None = None) -> ComponentError:
@@ -248,6 +266,25 @@ class ComponentService:
                 await timeline_store.insert_input_and_wake(
                     conn, user_id=user_id, thread_id=row["thread_id"], role="event",
                     body=revoke_text(definition),
+                    source_meta={"askHandoff": {"componentId": row["id"],
+                                                "phase": t.target.value}})
+            elif effect is Effect.WITHDRAW_CARRIER:
+                line = withdrawn_line(new["withdrawn_reason"] or "", new["superseded_by"])
+                await carriers.end_carrier(conn, user_id, new["decision_id"], line,
+                                           t.target.value)
+            elif effect is Effect.TELL_MAIN:
+                if new["from_status"] == Status.WITH_MAIN:
+                    main_id = await timeline_store.main_thread_id(conn, user_id)
+                    await timeline_store.insert_message(
+                        conn, user_id=user_id, thread_id=main_id, role="event",
+                        body=withdrawn_text(definition, new["withdrawn_reason"] or t.target),
+                        source_meta={"askHandoff": {"componentId": row["id"],
+                                                    "threadId": row["thread_id"],
+                                                    "phase": t.target.value}})
+            elif effect is Effect.EXPIRY_EVENT:
+                await timeline_store.insert_input_and_wake(
+                    conn, user_id=user_id, thread_id=row["thread_id"], role="event",
+                    body=expired_text(definition),
                     source_meta={"askHandoff": {"componentId": row["id"],
                                                 "phase": t.target.value}})
             else:  # pragma: no cover - a new Effect must be handled here
@@ -383,6 +420,43 @@ class ComponentService:
             await self._effects(conn, t, row, new, definition)
         return component_projection({**row, **new, "answered_at": None}, definition)
 
+    # ----- the asking agent withdraws -----
+
+    async def withdraw(self, conn: asyncpg.Connection, who: Principal, thread_id: str,
+                       component_ids: list[str], reason: str,
+                       superseded_by: str | None = None) -> dict[str, list[str]]:
+        """``withdraw_question`` (and ``supersedes``) inside the caller's transaction: each
+        named component of ``thread_id`` that is unsettled → withdrawn. Returns the ids
+        ``withdrawn`` now and those ``already`` withdrawn (idempotent); a settled one (answered,
+        expired…) refuses the whole call and nothing is written."""
+        t = transition("withdraw", Surface.TOOL)
+        done: dict[str, list[str]] = {"withdrawn": [], "already": []}
+        for component_id in component_ids:
+            row = await self._load(conn, who.user_id, component_id)
+            if row["thread_id"] != thread_id:
+                raise NotFound("No question of this conversation has that id.")
+            if row["status"] == t.target:
+                done["already"].append(component_id)
+                continue
+            new = await self._move(conn, who.user_id, component_id, t,
+                                   withdrawn_reason=reason, superseded_by=superseded_by)
+            if new is None:
+                raise await self._refuse(conn, who.user_id, component_id, t)
+            await self._effects(conn, t, row, new, definition_of(row))
+            done["withdrawn"].append(component_id)
+        return done
+
+    async def in_thread(self, conn: asyncpg.Connection, user_id: str, thread_id: str,
+                        component_id: str) -> bool:
+        row = await store.get_with_context(conn, user_id, component_id)
+        return row is not None and row["thread_id"] == thread_id
+
+    async def card_component_ids(self, conn: asyncpg.Connection, user_id: str, thread_id: str,
+                                 tool_call_id: str) -> list[str]:
+        """The component ids of the card ``tool_call_id`` posted in ``thread_id``."""
+        return [r["id"] for r in await store.card_components(conn, user_id, thread_id,
+                                                             tool_call_id)]
+
     # ----- the due sweep -----
 
     async def sweep_due(self, limit: int = 500, now: datetime | None = None) -> dict[str, int]:
@@ -441,6 +515,61 @@ class ComponentService:
                                from_status=Status.OPEN.value,
                                to_status=SWEEP_TO_MAIN.target.value,
                                actor=SWEEP_TO_MAIN.actor.value)
+
+    async def sweep_expired(self, limit: int = 500, now: datetime | None = None) -> int:
+        """One batch of the ``expire`` row, set-wise like the due sweep (a fixed number of
+        statements per batch; ``SKIP LOCKED`` + the CAS make each card expire once however
+        many sweepers run). Lock order as the due sweep: the claimed components, tool rows
+        ascending, carriers, then the woken threads in id order."""
+        t = SWEEP_EXPIRE
+        async with self.db.transaction() as conn:
+            rows = await store.claim_expired(conn, now or self.clock.now(), limit)
+            if not rows:
+                return 0
+            moved = await store.expire_move(conn, [_key(r) for r in rows], t.target.value,
+                                            t.source_list())
+            rows = [r for r in rows if _key(r) in moved]
+            patches: dict[int, dict[str, Any]] = {}
+            for row in rows:
+                patches.setdefault(row["tool_message_id"], {})[row["id"]] = \
+                    state_of(moved[_key(row)])
+            await store.mirror_many(conn, patches)
+            definitions = {_key(r): definition_of(r) for r in rows}
+            for row in rows:  # WITHDRAW_CARRIER
+                await carriers.end_carrier(conn, row["user_id"], row["decision_id"],
+                                           "Expired unanswered", t.target.value)
+            held = [r for r in rows if r["status"] == Status.WITH_MAIN]  # TELL_MAIN
+            if held:
+                mains = await timeline_store.main_thread_ids(
+                    conn, sorted({r["user_id"] for r in held}))
+                for row in held:
+                    await timeline_store.insert_message(
+                        conn, user_id=row["user_id"], thread_id=mains[row["user_id"]],
+                        role="event", body=withdrawn_text(definitions[_key(row)], "it expired"),
+                        source_meta={"askHandoff": {"componentId": row["id"],
+                                                    "threadId": row["thread_id"],
+                                                    "phase": t.target.value}})
+            await timeline_store.insert_inputs_and_wake(conn, [  # EXPIRY_EVENT
+                {"user_id": row["user_id"], "thread_id": row["thread_id"], "role": "event",
+                 "body": expired_text(definitions[_key(row)]),
+                 "source_meta": {"askHandoff": {"componentId": row["id"],
+                                                "phase": t.target.value}}}
+                for row in rows])
+            for source in sorted({r["status"] for r in rows}):
+                await store.audit_many(conn, [(r["user_id"], r["id"]) for r in rows
+                                              if r["status"] == source],
+                                       from_status=source, to_status=t.target.value,
+                                       actor=t.actor.value)
+        self.metrics.sweeps.labels("expired").inc(len(rows))
+        return len(rows)
+
+    async def sweep_expired_all(self, limit: int = 500) -> int:
+        total = 0
+        while True:
+            n = await self.sweep_expired(limit)
+            total += n
+            if n < limit:
+                return total
 
     async def sweep_due_all(self, limit: int = 500) -> dict[str, int]:
         """Sweep batches until nothing is due (``maxclaw sweep``)."""

@@ -16,7 +16,8 @@ import asyncpg
 COMPONENT_COLUMNS = (
     "c.id, c.user_id::text, c.thread_id::text, c.message_id, c.tool_message_id, c.kind,"
     " c.stakes, c.sensitive, c.status, c.answer, c.answered_by, c.answered_via, c.main_reason,"
-    " c.due_at, c.decision_id, c.posted_at, c.answered_at, c.seen_at"
+    " c.due_at, c.decision_id, c.posted_at, c.answered_at, c.seen_at, c.expires_at,"
+    " c.withdrawn_reason, c.superseded_by"
 )
 # the component with what its rules need: the call that defines it and its thread
 GET_WITH_CONTEXT = f"""
@@ -29,9 +30,9 @@ SELECT {COMPONENT_COLUMNS}, m.tool_calls, t.kind AS thread_kind, t.category, t.t
 STATUS_OF = "SELECT status FROM message_components WHERE id = $1 AND user_id = $2::uuid"
 INSERT_COMPONENTS = """
 INSERT INTO message_components (id, user_id, thread_id, message_id, tool_message_id, kind, stakes,
-                                sensitive, due_at, decision_id)
+                                sensitive, due_at, decision_id, expires_at)
 SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::bigint[], $5::bigint[], $6::text[],
-                     $7::text[], $8::bool[], $9::timestamptz[], $10::bigint[])
+                     $7::text[], $8::bool[], $9::timestamptz[], $10::bigint[], $11::timestamptz[])
 """
 # Every transition, in one statement: lock the row, CAS it, patch the mirror, append the audit
 # row. prev's FOR UPDATE waits for a concurrent writer and then sees its committed status, so
@@ -41,7 +42,8 @@ SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::bigint[], $5::bigin
 #   $5 set_answer: write $6..$8 into answer/answered_by/answered_via (NULLs clear them),
 #   $9 a note for main_reason (NULL keeps it), $10 actor, $11 the audit's via,
 #   $12 the statuses the card itself answers from (``answerable_here`` in the mirror),
-#   $13 ``main_may_take`` in the mirror.
+#   $13 ``main_may_take`` in the mirror, $14/$15 why it was withdrawn and by which card
+#   (NULL keeps them).
 # The mirrored state is built from the updated row, so display.states cannot disagree with it.
 TRANSITION = f"""
 WITH prev AS (
@@ -55,6 +57,8 @@ WITH prev AS (
            answered_at = CASE WHEN NOT $5 THEN c.answered_at
                               WHEN $6::jsonb IS NULL THEN NULL ELSE now() END,
            main_reason = coalesce($9::text, c.main_reason),
+           withdrawn_reason = coalesce($14::text, c.withdrawn_reason),
+           superseded_by = coalesce($15::text, c.superseded_by),
            due_at = NULL, updated_at = now()
       FROM prev
      WHERE c.user_id = $2::uuid AND c.id = prev.id AND prev.status = ANY($3::text[])
@@ -64,7 +68,9 @@ WITH prev AS (
        SET display = jsonb_set(m.display, ARRAY['states', upd.id], jsonb_build_object(
                'status', upd.status, 'answered_by', upd.answered_by,
                'answered_via', upd.answered_via, 'answer', upd.answer, 'due_at', upd.due_at,
-               'answerable_here', upd.status = ANY($12::text[]), 'main_may_take', $13::bool))
+               'expires_at', upd.expires_at,
+               'answerable_here', upd.status = ANY($12::text[]), 'main_may_take', $13::bool,
+               'withdrawn_reason', upd.withdrawn_reason, 'superseded_by', upd.superseded_by))
       FROM upd WHERE m.id = upd.tool_message_id
 ), audit AS (
     INSERT INTO component_audit (user_id, component_id, from_status, to_status, actor, via)
@@ -112,7 +118,7 @@ async def status_of(conn: asyncpg.Connection, user_id: str, component_id: str) -
 async def insert_components(conn: asyncpg.Connection, rows: list[dict[str, Any]]) -> None:
     """Insert a card's component rows in one statement."""
     cols = ("id", "user_id", "thread_id", "message_id", "tool_message_id", "kind", "stakes",
-            "sensitive", "due_at", "decision_id")
+            "sensitive", "due_at", "decision_id", "expires_at")
     await conn.execute(INSERT_COMPONENTS, *[[r[c] for r in rows] for c in cols])
 
 
@@ -121,19 +127,34 @@ async def transition(conn: asyncpg.Connection, user_id: str, component_id: str, 
                      answerable_here: list[str], main_may_take: bool = False,
                      set_answer: bool = False, answer: dict[str, Any] | None = None,
                      answered_by: str | None = None, answered_via: str | None = None,
-                     main_note: str | None = None) -> dict[str, Any] | None:
+                     main_note: str | None = None, withdrawn_reason: str | None = None,
+                     superseded_by: str | None = None) -> dict[str, Any] | None:
     """One transition (``TRANSITION``): the CAS from ``sources`` to ``target``, the mirror and
     the audit row; None if the CAS lost (and then nothing was written). ``set_answer`` writes
     ``answer``/``answered_by``/``answered_via`` (all None: the answer is cleared)."""
     row = await conn.fetchrow(TRANSITION, component_id, user_id, sources, target, set_answer,
                               answer, answered_by, answered_via, main_note, actor, via,
-                              answerable_here, main_may_take)
+                              answerable_here, main_may_take, withdrawn_reason, superseded_by)
     return dict(row) if row else None
 
 
 async def set_decision(conn: asyncpg.Connection, user_id: str, component_id: str,
                        decision_id: int) -> None:
     await conn.execute(SET_DECISION, component_id, user_id, decision_id)
+
+
+THREAD_CARD = """
+SELECT id, status FROM message_components
+ WHERE user_id = $1::uuid AND thread_id = $2::uuid AND left(id, length($3) + 1) = $3 || ':'
+   AND strpos(substr(id, length($3) + 2), ':') = 0
+ ORDER BY id
+"""
+
+
+async def card_components(conn: asyncpg.Connection, user_id: str, thread_id: str,
+                          tool_call_id: str) -> list[dict[str, Any]]:
+    """The ``(id, status)`` of a card's components in one thread."""
+    return [dict(r) for r in await conn.fetch(THREAD_CARD, user_id, thread_id, tool_call_id)]
 
 
 async def thread_components(conn: asyncpg.Connection, user_id: str, thread_id: str,
@@ -144,6 +165,43 @@ async def thread_components(conn: asyncpg.Connection, user_id: str, thread_id: s
 async def claim_due(conn: asyncpg.Connection, now: datetime, limit: int) -> list[dict[str, Any]]:
     """Lock up to ``limit`` due open cards (skipping ones another sweeper holds)."""
     return [dict(r) for r in await conn.fetch(CLAIM_DUE, now, limit)]
+
+
+# The expiry sweep's claim, through the partial index message_components_expiry (its statuses
+# written out for the same reason as CLAIM_DUE's; tests/unit/test_machine.py checks them).
+CLAIM_EXPIRED = f"""
+SELECT {COMPONENT_COLUMNS}, m.tool_calls, t.kind AS thread_kind, t.category, t.title AS thread_title
+  FROM message_components c
+  JOIN messages m ON m.id = c.message_id
+  JOIN threads t ON t.id = c.thread_id
+ WHERE (c.user_id, c.id) IN (
+           SELECT user_id, id FROM message_components
+            WHERE status IN ('open', 'with-main', 'handed-back', 'revoked')
+              AND expires_at IS NOT NULL AND expires_at <= $1
+            ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+ ORDER BY c.expires_at
+"""
+# the claimed rows → $3 (expired), only from $4 (the table's from-states)
+EXPIRE_MOVE = f"""
+UPDATE message_components c
+   SET status = $3, due_at = NULL, updated_at = now()
+  FROM unnest($1::uuid[], $2::text[]) AS x(user_id, id)
+ WHERE c.user_id = x.user_id AND c.id = x.id AND c.status = ANY($4::text[])
+RETURNING {COMPONENT_COLUMNS}
+"""
+
+
+async def claim_expired(conn: asyncpg.Connection, now: datetime,
+                        limit: int) -> list[dict[str, Any]]:
+    """Lock up to ``limit`` unsettled cards past ``expires_at`` (skipping locked ones)."""
+    return [dict(r) for r in await conn.fetch(CLAIM_EXPIRED, now, limit)]
+
+
+async def expire_move(conn: asyncpg.Connection, keys: list[tuple[str, str]], target: str,
+                      sources: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    rows = await conn.fetch(EXPIRE_MOVE, [u for u, _ in keys], [i for _, i in keys], target,
+                            sources)
+    return {(r["user_id"], r["id"]): dict(r) for r in rows}
 
 
 # ----- the due sweep, set-wise: a batch costs a fixed number of statements, not ~8 per card ----

@@ -27,6 +27,7 @@ class Sweeper:
         """One pass; failures are logged and retried on the next tick."""
         try:
             result = await self.components.sweep_due_all(self.batch)
+            result["expired"] = await self.components.sweep_expired_all(self.batch)
         except Unavailable:
             log.warning("sweep skipped: database unavailable")
             return

@@ -90,6 +90,17 @@ async def settle_carrier(conn: asyncpg.Connection, user_id: str, decision_id: in
         await outbox.enqueue_withdraw(conn, user_id=user_id, decision=settled)
 
 
+async def end_carrier(conn: asyncpg.Connection, user_id: str, decision_id: int | None,
+                      line: str, via: str) -> None:
+    """Settle the card's carrier without an answer (``via`` ``withdrawn`` or ``expired``,
+    ``line`` what the panel shows) and withdraw its notifications."""
+    if decision_id is None:
+        return
+    settled = await store.settle(conn, user_id, decision_id, line, via)
+    if settled is not None:
+        await outbox.enqueue_withdraw(conn, user_id=user_id, decision=settled)
+
+
 async def _reopen_agent_question(conn: asyncpg.Connection, user_id: str,
                                  decision: dict[str, Any], thread_title: str) -> None:
     reopened = await store.reopen(conn, user_id, decision["id"])
@@ -162,7 +173,9 @@ class DecisionService:
         if decision["kind"] != "agent-question" or decision["component_id"] is None:
             raise Invalid.at(["decision_id"], "this decision does not carry a question card")
         if decision["status"] == "settled":
-            raise ComponentError("settled")
+            # a withdrawn or expired question says so, from every surface
+            ended = decision["settled_via"]
+            raise ComponentError(ended if ended in ("withdrawn", "expired") else "settled")
         await self.components.answer(who, decision["component_id"], selected, text, via,
                                      guard=guard)
         return await self.get(who, decision_id)

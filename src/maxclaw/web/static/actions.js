@@ -15,7 +15,8 @@ export const actions = {
       toolRev: row ? Number(row.rev) : -1,
       state: { status: component.status, answered_by: component.answered_by,
         answered_via: component.answered_via, answer: component.answer, due_at: component.due_at,
-        answerable_here: component.answerable_here, main_may_take: component.main_may_take },
+        answerable_here: component.answerable_here, main_may_take: component.main_may_take,
+        withdrawn_reason: component.withdrawn_reason, superseded_by: component.superseded_by },
     });
     this.scheduleRender();
   },

@@ -12,6 +12,8 @@ export const STATUS_LABELS = {
   'main-answered': 'Answered by Main',
   revoked: 'Revoked',
   'handed-back': 'Handed back',
+  withdrawn: 'Withdrawn',
+  expired: 'Expired',
 };
 
 const VIA_LABELS = {
@@ -82,6 +84,12 @@ function statusLine(def, state, card, thread) {
       return 'You revoked Main\'s answer. Answer it yourself.';
     case 'handed-back':
       return 'Main handed this back to you. Answer it yourself.';
+    case 'withdrawn':
+      return state.superseded_by
+        ? 'Withdrawn by the agent — superseded by a newer question below.'
+        : `Withdrawn by the agent — ${state.withdrawn_reason || 'no reason given'}`;
+    case 'expired':
+      return 'Expired unanswered. The agent was told; nothing was answered for you.';
     default:
       return 'The card is being posted…';
   }
