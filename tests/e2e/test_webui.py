@@ -228,8 +228,9 @@ async def test_a_secret_is_nowhere_in_either_page(server: ServerProcess, max_use
         await expect(component(tab.page, cid)).to_have_attribute("data-status", "answered")
         await expect(component(tab.page, cid).locator(".answer-value")).to_have_text(
             "Submitted (not echoed)")
+        # the answer chip: the placeholder, then the link to its card ("on “Deploy”")
         await expect(tab.page.locator("#timeline .msg.user .bubble")).to_have_text(
-            "Submitted (not echoed)")
+            "Submitted (not echoed) on “Deploy”")
 
     # a second secret, answered from the decisions panel (the card waits in an unwatched thread)
     other_call = await post_card(max_user, elsewhere, SECRET, title="Rotate keys")
