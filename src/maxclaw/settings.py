@@ -66,6 +66,12 @@ class Settings(BaseSettings):
 
     max_body_bytes: int = 1024 * 1024
 
+    # secrets at rest (maxclaw.secrets): the key(s), else MAXCLAW_SECRET_KEY_FILE, else
+    # <data_dir>/secret.key (created on the embedded database's first start)
+    secret_key: str | None = Field(default=None, repr=False)
+    secret_key_file: Path | None = None
+    secret_ttl: str = "7d"  # seconds, or 30m / 12h / 7d
+
     # retention (`maxclaw prune`, and a round every prune_interval_s inside `serve`):
     # days each kind of row is kept; 0 keeps it forever (docs/operations.md)
     run_pruner: bool = True
