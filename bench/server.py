@@ -60,6 +60,9 @@ class Server:
                 self.proc.wait()
 
 
+BENCH_SECRET_KEY = "YmVuY2gtb25seS1rZXktbm90LWZvci1yZWFsLXVzZTA"
+
+
 def start(database_url: str, log_path: Path, env: dict[str, str] | None = None,
           module: str = "maxclaw.cli") -> Server:
     """Start ``python -m <module> serve`` (the real CLI unless a prototype launcher is named)
@@ -67,6 +70,8 @@ def start(database_url: str, log_path: Path, env: dict[str, str] | None = None,
     port = free_port()
     full_env = {**os.environ, "MAXCLAW_DATABASE_URL": database_url, "MAXCLAW_LOG_JSON": "true",
                 **(env or {})}
+    # serve needs a secret key for an external database; a benchmark's key can be throwaway
+    full_env.setdefault("MAXCLAW_SECRET_KEY", BENCH_SECRET_KEY)
     log = log_path.open("ab")
     proc = subprocess.Popen([sys.executable, "-m", module, "serve", "--port", str(port)],
                             env=full_env, stdout=log, stderr=subprocess.STDOUT)

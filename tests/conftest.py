@@ -24,6 +24,11 @@ from maxclaw.db.urls import plain_url, with_database
 from maxclaw.settings import Settings
 from tests import pg, pooler
 
+# Every app and server a test starts seals secret answers under this key unless the test says
+# otherwise (tests/integration/test_secrets_at_rest.py covers the key file and wrong keys).
+TEST_SECRET_KEY = "bWF4Y2xhdy10ZXN0LWtleS0wMDAwMDAwMDAwMDAwMDA"
+os.environ.setdefault("MAXCLAW_SECRET_KEY", TEST_SECRET_KEY)
+
 
 @pytest.fixture(scope="session")
 def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

@@ -22,6 +22,7 @@ from maxclaw.settings import Settings
 if TYPE_CHECKING:  # the CLI imports the server lazily, per command, to start fast
     from maxclaw.auth.service import Role
     from maxclaw.composition import Services
+    from maxclaw.secrets.keyring import Keyring
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="MaxClaw rich messages: non-blocking questions for AI agents.")
@@ -126,11 +127,14 @@ def serve(
     settings = Settings()
     configure_logging(settings.log_level, settings.log_json, settings.log_library_level)
     with database(settings, database_url) as (url, embedded):
-        migrate_or_fail(direct_url(settings, url))
         if not _database_answers(url):
             return
+        keyring, legacy = _keys_or_fail(settings, url, embedded)
+        migrate_or_fail(direct_url(settings, url))
         settings = settings.model_copy(update={
             "database_url": url, "host": host or settings.host, "port": port or settings.port})
+        if legacy:
+            _seal_legacy(url, keyring)
         if embedded:
             _first_run_hint(settings)
         # uvicorn's own "running on" line is at INFO on a library logger, quiet by default
@@ -156,6 +160,38 @@ def _database_answers(url: str) -> bool:
     except Exception as exc:
         fail(f"cannot reach the database at {redact(url)}: {exc}")
         return False
+
+
+def _keys_or_fail(settings: Settings, url: str, embedded: bool) -> tuple[Keyring, bool]:
+    """Refuse to start without the keys every live secret row needs (one line why), before
+    anything else is printed; on the embedded database's first start, create the key file and
+    say where it is. Also says whether old plaintext secret answers wait to be sealed."""
+    from maxclaw.secrets.keyring import KeyringError, load_keyring
+    from maxclaw.secrets.service import missing_keys
+
+    try:
+        keyring, created = load_keyring(settings.secret_key, settings.secret_key_file,
+                                        settings.data_dir, create=embedded)
+        reason, legacy = asyncio.run(missing_keys(url, keyring))
+    except KeyringError as exc:
+        fail(exc.message)
+        raise  # unreachable
+    if reason:
+        fail(reason)
+    if created is not None:
+        typer.echo(f"Created the secret key file {created} (owner-only). Back it up with the "
+                   "database: secret answers sealed under a lost key cannot be read.", err=True)
+    return keyring, legacy
+
+
+def _seal_legacy(url: str, keyring: Keyring) -> None:
+    """Seal secret answers stored in plaintext before secrets were encrypted."""
+
+    async def seal(services: Services) -> None:
+        services.secrets.use(keyring)
+        await services.secrets.seal_legacy()
+
+    run_async(url, seal)
 
 
 def _first_run_hint(settings: Settings) -> None:
@@ -481,6 +517,17 @@ def inbox(
     line = hook_output(messages, event)
     if line is not None:
         typer.echo(line)
+
+
+
+def _register_secrets() -> None:
+    from maxclaw.secrets.cli import secrets_app
+
+    app.add_typer(secrets_app, name="secrets")
+
+
+_register_secrets()
+
 
 def main() -> None:
     try:

@@ -8,7 +8,7 @@ gets a ``PushService``. Background jobs (sweeper, dispatcher, realtime listener,
 reverse.
 
     settings, db, metrics, clock
-      └─ auth, timeline, presence
+      └─ auth, timeline, secrets (sealed answers), presence
            └─ components ─ decisions ─ push (decisions settle push actions)
                 └─ server tools, agent messages, turns, realtime hub, web assets
                      └─ agent threads (inbox outside a turn), /mcp
@@ -35,6 +35,8 @@ from maxclaw.push.service import CloseAdapters, PushService
 from maxclaw.quotas import Quotas
 from maxclaw.realtime import logfilter
 from maxclaw.realtime.hub import RealtimeHub
+from maxclaw.secrets.service import SecretService, parse_ttl
+from maxclaw.secrets.sweeper import SecretSweeper
 from maxclaw.settings import Settings
 from maxclaw.timeline.service import TimelineService
 from maxclaw.turns.lapse import LapseJob
@@ -54,6 +56,7 @@ class Services:
     clock: Clock
     auth: AuthService
     timeline: TimelineService
+    secrets: SecretService
     presence: PresenceService
     components: ComponentService
     decisions: DecisionService
@@ -79,16 +82,20 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
     auth = AuthService(db)
     timeline = TimelineService(db)
     presence = PresenceService(db, clock, settings.presence_ttl_s)
-    components = ComponentService(db, clock, metrics)
+    # the keyring loads on first use: commands that never touch a secret need no key
+    secrets = SecretService(db, clock, secret_key=settings.secret_key,
+                            key_file=settings.secret_key_file, data_dir=settings.data_dir,
+                            ttl=parse_ttl(settings.secret_ttl))
+    components = ComponentService(db, clock, metrics, secrets)
     decisions = DecisionService(db, clock, components)
     quotas = Quotas(settings)
     push = PushService(db, settings, metrics, clock, decisions, adapters=push_adapters,
                        quotas=quotas)
     tools = ToolService(db, components, timeline)
-    agent_messages = AgentMessageService(db, tools)
+    agent_messages = AgentMessageService(db, secrets, tools)
     listener = TurnListener(db.listen_url)
-    turns = TurnService(db, clock, listener, lease_s=settings.turn_lease_s)
-    agent_threads = AgentThreadService(db, clock, timeline)
+    turns = TurnService(db, clock, listener, secrets, lease_s=settings.turn_lease_s)
+    agent_threads = AgentThreadService(db, clock, timeline, secrets)
     mcp_http = McpHttpApp(auth, tools, agent_messages, agent_threads)
     realtime = RealtimeHub(db, poll_s=settings.realtime_poll_s, registry=metrics.registry)
     logfilter.install()
@@ -96,6 +103,7 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
     jobs: list[Job] = []
     if settings.run_sweeper:
         jobs.append(Sweeper(components, settings.sweep_interval_s, settings.sweep_batch))
+        jobs.append(SecretSweeper(secrets, settings.sweep_interval_s))  # MAXCLAW_SECRET_TTL
     # with the dispatcher off (tests, API-only replicas) the adapters' connections are still
     # released at shutdown, in case something drove the dispatcher by hand
     jobs.append(push.dispatcher if settings.run_push_dispatcher else CloseAdapters(push))
@@ -108,7 +116,7 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
         jobs.append(LapseJob(turns))
     jobs.append(mcp_http)  # /mcp: the MCP SDK's session manager
     return Services(settings=settings, db=db, metrics=metrics, clock=clock, auth=auth,
-                    timeline=timeline, presence=presence, components=components,
+                    timeline=timeline, secrets=secrets, presence=presence, components=components,
                     decisions=decisions, push=push, tools=tools, agent_messages=agent_messages,
                     turns=turns, agent_threads=agent_threads, mcp_http=mcp_http,
                     realtime=realtime, web_assets=WebAssets.from_package(),

@@ -16,7 +16,7 @@ SAFE_FIELDS = frozenset({
     "method", "path", "status", "duration_ms", "code", "user_id", "thread_id", "component_id",
     "decision_id", "outbox_id", "device_id", "platform", "attempts", "turn_id", "count",
     "handed_to_main", "kept_open", "pgdata", "url", "error", "kind", "collapse_id", "payload",
-    "replica", "clients", "lag",
+    "replica", "clients", "lag", "message_id", "key_id",
 })
 
 

@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     quota_failed_auth_per_minute: int = 30  # refused tokens per client address, per replica
     quota_pushes_per_user_per_minute: int = 120  # deliveries per user, per dispatcher
 
+    # secrets at rest (maxclaw.secrets): the key(s), else MAXCLAW_SECRET_KEY_FILE, else
+    # <data_dir>/secret.key (created on the embedded database's first start)
+    secret_key: str | None = Field(default=None, repr=False)
+    secret_key_file: Path | None = None
+    secret_ttl: str = "7d"  # seconds, or 30m / 12h / 7d
+
     # retention (`maxclaw prune`, and a round every prune_interval_s inside `serve`):
     # days each kind of row is kept; 0 keeps it forever (docs/operations.md)
     run_pruner: bool = True

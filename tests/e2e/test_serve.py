@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.conftest import ServerProcess, free_port
+from tests.conftest import TEST_SECRET_KEY, ServerProcess, free_port
 
 MAXCLAW = str(Path(sys.executable).parent / "maxclaw")
 READY_WITHIN_S = 30.0  # the README's promise for a first start on the embedded database
@@ -128,7 +129,8 @@ def test_probes_on_a_given_database(server: ServerProcess) -> None:
 
 def test_the_flag_wins_over_the_environment(spawn: Spawn, database_url: str) -> None:
     closed = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
-    serve = spawn("--database-url", database_url, env={"MAXCLAW_DATABASE_URL": closed})
+    serve = spawn("--database-url", database_url, env={"MAXCLAW_DATABASE_URL": closed,
+                                                       "MAXCLAW_SECRET_KEY": TEST_SECRET_KEY})
     serve.wait_ready()
     assert httpx.get(serve.base_url + "/healthz", timeout=5).status_code == 200
     assert serve.stop(signal.SIGINT) in CLEAN_EXIT_ON_SIGINT
@@ -163,11 +165,17 @@ def test_only_the_first_start_mints_a_sign_in_token(spawn: Spawn, data_dir: Path
     first.wait_ready(READY_WITHIN_S)
     match = re.search(r"http://\S+/#token=(\S+)", first.err())
     assert match, first.err()[-3000:]
+    # the first start also creates the secret key file, owner-only, and says where
+    key_file = data_dir / "secret.key"
+    assert f"Created the secret key file {key_file}" in first.err()
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    key = key_file.read_text()
     assert first.stop(signal.SIGTERM) == 128 + signal.SIGTERM
     again = spawn()
     again.wait_ready(READY_WITHIN_S)
     assert "#token=<token>" in again.err() and not re.search(r"#token=[^<\s]", again.err())
     assert "maxclaw token create --user max --role user" in again.err()
+    assert "Created the secret key file" not in again.err() and key_file.read_text() == key
     me = httpx.get(again.base_url + "/v1/me", timeout=5,
                    headers={"Authorization": f"Bearer {match.group(1)}"})
     assert me.status_code == 200 and me.json()["name"] == "max"

@@ -123,7 +123,8 @@ async def test_refusals_are_results_and_written_like_execute(harness: Harness) -
     assert result["content"]["posted"] is False
     again = await execute(a.agent, bg, "call_b3")
     assert again.status_code == 403 and again.json()["code"] == "forbidden"
-    assert await _counts(harness, bg) == (1, 0, 0, 0)
+    # the refusal is its tool row too (issue 15: no tool call is left without a result)
+    assert await _counts(harness, bg) == (1, 1, 0, 0)
 
 
 async def test_main_tools_run_in_the_main_thread(harness: Harness) -> None:

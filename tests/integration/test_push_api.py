@@ -229,7 +229,10 @@ async def test_a_secret_from_the_push_reply_box_reaches_only_its_message(
     assert all(planted not in d["t"] for d in decisions)
     holders = await rows(harness, "SELECT id, role, sensitive FROM messages WHERE "
                                   "to_jsonb(messages)::text LIKE '%' || $1 || '%'", planted)
-    assert [(h["role"], h["sensitive"]) for h in holders] == [("user", True)]
+    assert holders == []  # sealed in message_secrets; the answer row holds a masked copy
+    sealed = await rows(harness, "SELECT m.role, m.sensitive FROM message_secrets s"
+                                 " JOIN messages m ON m.id = s.message_id")
+    assert [(h["role"], h["sensitive"]) for h in sealed] == [("user", True)]
     timeline = await max_.user.get(f"/v1/threads/{tid}/messages")
     assert timeline.status_code == 200
     assert planted not in timeline.text

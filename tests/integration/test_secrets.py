@@ -1,4 +1,5 @@
-"""A sensitive answer reaches the thread as his message and nowhere else."""
+"""A sensitive answer reaches the thread as his message and nowhere else: the row holds a masked
+copy, the plaintext is sealed in ``message_secrets`` and only the model's claim opens it."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from tests.conftest import Harness
 PLANTED = "sk-planted-7f3a9c1e5b"
 
 
-async def every_table_except_the_body(h: Harness) -> list[str]:
-    """Every column of every row of every table, as text, minus the one secret body."""
+async def every_table(h: Harness) -> list[str]:
+    """Every column of every row of every table, as text (bytea boxes included, as hex)."""
     hits: list[str] = []
     async with h.services.db.connection() as conn:
         tables = [r["tablename"] for r in await conn.fetch(
@@ -23,8 +24,6 @@ async def every_table_except_the_body(h: Harness) -> list[str]:
         for table in tables:
             for row in await conn.fetch(f'SELECT * FROM "{table}"'):  # test-only, fixed names
                 record = dict(row)
-                if table == "messages" and record.get("sensitive"):
-                    record.pop("body")
                 if PLANTED in json.dumps(record, default=str):
                     hits.append(table)
     return hits
@@ -55,13 +54,15 @@ async def test_the_answer_reaches_the_thread_as_his_message_and_nowhere_else(
         resp = await a.user.post(f"/v1/decisions/{decision['id']}/settle", json={"text": PLANTED})
     assert resp.status_code == 200, resp.text
     assert PLANTED not in resp.text
-    # the one place: the body of the answer message, flagged sensitive
+    # the row is sensitive and masked; its box is sealed; the plaintext is in no table
     async with harness.services.db.connection() as conn:
-        rows = await conn.fetch("SELECT body, sensitive, display FROM messages WHERE body LIKE $1",
-                                f"%{PLANTED}%")
-    assert len(rows) == 1 and rows[0]["sensitive"] is True
+        rows = await conn.fetch(
+            "SELECT m.body, m.sensitive, m.display, s.state, s.key_id, s.kind FROM messages m"
+            " JOIN message_secrets s ON s.message_id = m.id")
+    assert len(rows) == 1 and rows[0]["sensitive"] is True and rows[0]["state"] == "sealed"
+    assert rows[0]["kind"] == "answer" and f"Secret answer: ••••[card {cid}]" in rows[0]["body"]
     assert json.loads(json.dumps(rows[0]["display"])) == {"line": "Submitted (not echoed)"}
-    assert await every_table_except_the_body(harness) == []
+    assert await every_table(harness) == []
     responses = await every_user_response(harness, a.user, tid, cid)
     assert PLANTED not in responses
     msgs = (await a.user.get(f"/v1/threads/{tid}/messages")).json()["messages"]
@@ -74,3 +75,8 @@ async def test_the_answer_reaches_the_thread_as_his_message_and_nowhere_else(
     decision = (await a.user.get("/v1/decisions?status=all")).json()["decisions"][0]
     assert decision["status"] == "settled" and PLANTED not in (decision["answer_text"] or "")
     assert PLANTED not in caplog.text
+    # the model-facing projection opens it (the positive control for the searches above)
+    claim = await a.agent.post("/v1/agent/turns/claim", json={"wait_s": 0})
+    assert claim.status_code == 200, claim.text
+    assert f"Secret answer: {PLANTED}" in claim.text
+    assert PLANTED in (await a.agent.get(f"/v1/agent/threads/{tid}/history")).text

@@ -143,6 +143,11 @@ class PrivateCluster:
         with self._server._lock:
             self._server.ensure_postgres_running()
 
+    @property
+    def bin_path(self) -> Path:
+        """The directory of the server's own binaries (pg_dump of the same version)."""
+        return Path(self._server.bin_path)
+
     def log_text(self) -> str:
         path = self.pgdata / "log"
         return path.read_text(errors="replace") if path.exists() else ""

@@ -1,17 +1,24 @@
-"""Planted secrets against a real server: a sensitive answer's plaintext may live only in the
-body of its one user message (served to agent runtimes only). Searched: every column of every
-table, every REST response a user client can get, every WebSocket frame, every push (the
-webhook's raw requests and the log adapter's lines), the server's log at DEBUG, and
-PostgreSQL's own log. Answers that lose a race or fail validation must leave no trace at all;
-API tokens must appear in no table, response, frame or log line either."""
+"""Planted secrets against a real server: a sensitive answer's plaintext may be read only through
+the model-facing projections (claim, inbox, history), which open its sealed box. The agent then
+echoes the secrets as a scripted runtime would — in its reply, in a tool call's arguments, in
+a tool's output (URL-encoded and base64), in an event and in a new card's question — and those
+rows must reach clients masked. Searched: every column of every table, every REST response a
+user client can get, every WebSocket frame, every push (the webhook's raw requests and the log
+adapter's lines), the server's log at DEBUG, PostgreSQL's own log, ``pg_dump`` of the database,
+and the cluster's data directory byte by byte (``grep -a`` after a ``CHECKPOINT``; the cluster is
+this test's own, so its files are readable). Answers that lose a race or fail validation must
+leave no trace at all; API tokens must appear in no table, response, frame or log line either."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from websockets.asyncio.client import connect as ws_connect
@@ -108,9 +115,56 @@ async def _plant_secrets(base_url: str, v: Party) -> tuple[list[str], list[str],
         # the model does get the plaintext: the positive control that the search can find it
         claim = await agent.post("/v1/agent/turns/claim", json={"wait_s": 0})
         assert claim.status_code == 200, claim.text
+        assert all(w in claim.text for w in winners), "the claim must carry the secrets"
+        await _echo(agent, thread, claim.json()["turn"]["id"], winners)
+        inbox = await agent.post(f"/v1/agent/turns/{claim.json()['turn']['id']}/inbox")
+        assert inbox.status_code == 200 and winners[4] in inbox.text, inbox.text
         history = (await agent.get(f"/v1/agent/threads/{thread}/history")).text
         assert all(w in history for w in winners), "the agent runtime must get the secrets"
+        # the echoes, each in the form the agent wrote it
+        for form in (f"Deploying with {winners[0]}", f"--token={winners[1]}",
+                     quote(winners[2], safe=""), b64(winners[3]), winners[4]):
+            assert form in history, f"the model must read its own echo {form[:30]}…"
+        assert not [s for s in losers if s in history], "a losing answer reached the model"
+        # clients read the same rows masked, naming the card
+        msgs = (await user.get(f"/v1/threads/{thread}/messages?limit=500")).json()["messages"]
+        masked = [m for m in msgs if (m.get("source_meta") or {}).get("secretEcho")]
+        assert len(masked) == 4, [m["role"] for m in masked]
+        assert all("••••[card " in json.dumps(m, ensure_ascii=False) for m in masked)
     return winners, losers, texts
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode().rstrip("=")
+
+
+async def _echo(agent: Any, thread: str, turn_id: int, winners: list[str]) -> None:
+    """What a scripted runtime does with secrets it was given: uses and repeats them."""
+    call = f"e{uuid.uuid4().hex[:10]}"
+    card = f"c{uuid.uuid4().hex[:10]}"
+    posts = [
+        {"role": "assistant", "turn_id": turn_id, "content": f"Deploying with {winners[0]} now.",
+         "tool_calls": [{"id": call, "type": "function", "function": {
+             "name": "run_command",
+             "arguments": json.dumps({"cmd": f"deploy --token={winners[1]}"})}}]},
+        {"role": "tool", "turn_id": turn_id, "tool_call_id": call, "content": {
+            "stdout": f"GET /deploy?token={quote(winners[2], safe='')} ok\n"
+                      f"auth: Basic {b64(winners[3])}", "exit_code": 0}},
+        {"role": "event", "body": json.dumps({"job": "deploy", "token": winners[4]})},
+        {"role": "assistant", "turn_id": turn_id, "content": None, "tool_calls": [
+            {"id": card, "type": "function", "function": {
+                "name": "ask_user_question",
+                "arguments": json.dumps({"title": "Confirm", "questions": [{
+                    "id": "q1", "kind": "choice",
+                    "question": f"Did {winners[0]} deploy to prod?",
+                    "options": [{"id": "y", "label": "Yes"}, {"id": "n", "label": "No"}]}],
+                    "main_after_minutes": 0})}}]},
+    ]
+    for body in posts:
+        resp = await agent.post(f"/v1/agent/threads/{thread}/messages", json=body)
+        assert resp.status_code == 201, resp.text
+    resp = await agent.post(f"/v1/agent/threads/{thread}/tool-calls/{card}/execute")
+    assert resp.status_code == 200, resp.text
 
 
 async def _every_user_response(base_url: str, v: Party) -> list[str]:
@@ -149,9 +203,7 @@ async def _dump_tables(url: str) -> tuple[list[tuple[str, str]], int]:
                 n += 1
                 rows.append((table, r["rest"]))
                 if table == "messages":
-                    # a body may hold a secret only if the row is sensitive
-                    rows.append(("messages.body" if not r["sensitive"] else "sensitive body",
-                                 r["body"] or ""))
+                    rows.append(("messages.body", r["body"] or ""))
     finally:
         await conn.close()
     return rows, n
@@ -187,35 +239,71 @@ async def test_planted_secrets_stay_in_their_one_body(private_cluster: PrivateCl
             async with asyncio.timeout(30):
                 while marker not in (frame := await ws.recv()):
                     frames.append(str(frame))
-        async with asyncio.timeout(30):  # notify + withdraw for each of the five cards
-            await receiver.wait_total(10)
+        async with asyncio.timeout(30):  # notify + withdraw for each of the five cards,
+            await receiver.wait_total(11)  # and the notify of the card that quotes a secret
     finally:
         server.stop()
         await receiver.stop()
     rows, n_rows = await _dump_tables(url)
+    dump, data_dir_hits = await _dump_and_grep(private_cluster, admin_url, url,
+                                               [*winners, *[b64(w) for w in winners]])
     places: dict[str, list[str]] = {
         "REST responses": responses, "WebSocket frames": frames,
         "webhook requests": [r.decode("utf-8", "replace") for r in receiver.raw],
         "server log": log_path.read_text().splitlines(),
         "PostgreSQL log": private_cluster.log_text().splitlines(),
-        "tables": [f"{table}: {text}" for table, text in rows if table != "sensitive body"],
+        "tables": [f"{table}: {text}" for table, text in rows],
+        "pg_dump": dump.splitlines(),
+        "data directory (grep -a)": data_dir_hits,
     }
     tokens = [v.user_token, v.agent_token]
     leaks = [f"{secret[:30]}… in {place}: {line[:200]}" for place, lines in places.items()
              for line in lines for secret in (*winners, *losers, *tokens) if secret in line]
-    # each winner exactly once, in one sensitive body; no loser in any body
-    sensitive = [text for table, text in rows if table == "sensitive body"]
-    leaks += [f"{w[:30]}… is in {sum(w in b for b in sensitive)} sensitive bodies, not 1"
-              for w in winners if sum(w in b for b in sensitive) != 1]
-    leaks += [f"losing answer {s[:30]}… was stored" for s in losers
-              for b in sensitive if s in b]
+    # positive control for the byte search: a marker written in plaintext is found
+    assert "sealed-marker-ok" in dump, "pg_dump did not dump the messages table"
     leaks += [f"an unstorable secret answer was not refused: {u}" for u in UNSTORABLE_NOT_REFUSED]
     UNSTORABLE_NOT_REFUSED.clear()
     log_lines = len(places["server log"])
+    sealed = sum(1 for table, text in rows if table == "message_secrets")
     record("secrets", secrets_planted=len(winners) + len(losers), winners=len(winners),
            losing_or_invalid=len(losers), rows_searched=n_rows, rest_responses=len(responses),
            frames=len(frames), webhook_requests=len(receiver.raw), log_lines=log_lines,
-           pg_log_lines=len(places["PostgreSQL log"]), leaks=len(leaks))
+           pg_log_lines=len(places["PostgreSQL log"]), sealed_rows=sealed,
+           pg_dump_lines=len(places["pg_dump"]), leaks=len(leaks))
     assert '"push (log adapter)"' in log_path.read_text(), "the log adapter logged no payload"
     assert frames, "no WebSocket frame was read"
     assert not leaks, "\n".join(leaks[:40])
+
+
+async def _dump_and_grep(cluster: PrivateCluster, admin_url: str, url: str,
+                         needles: list[str]) -> tuple[str, list[str]]:
+    """``pg_dump`` of the database, then ``grep -a`` of every file in the cluster's data
+    directory after a CHECKPOINT (tables, indexes, WAL). A plaintext marker row is written
+    first: both searches must find it, or they could not find a secret either."""
+    conn = await connect(url)
+    try:
+        await conn.execute("CREATE TABLE marker (t text); INSERT INTO marker VALUES "
+                           "('sealed-marker-ok')")
+    finally:
+        await conn.close()
+    admin = await connect(admin_url)
+    try:
+        await admin.execute("CHECKPOINT")
+    finally:
+        await admin.close()
+    pg_dump = cluster.bin_path / "pg_dump"  # the wheel's own, the server's version
+    dumped = await asyncio.to_thread(subprocess.run, [str(pg_dump), "--no-owner", url],
+                                     check=True, capture_output=True, timeout=60)
+    dump = dumped.stdout.decode("utf-8", "replace")
+    hits: list[str] = []
+    for needle in ["sealed-marker-ok", *needles]:
+        grep = await asyncio.to_thread(
+            subprocess.run, ["grep", "-a", "-r", "-l", "-F", needle, str(cluster.pgdata)],
+            capture_output=True, timeout=120)
+        found = grep.stdout.decode().splitlines()
+        found = [f for f in found if not f.endswith("/log") and "/log/" not in f]
+        if needle == "sealed-marker-ok":
+            assert found, f"grep -a found no plaintext marker under {cluster.pgdata}"
+        else:
+            hits += [f"{needle[:30]}… in {f}" for f in found]
+    return dump, hits

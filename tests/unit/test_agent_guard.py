@@ -68,13 +68,26 @@ WORST = {
 }
 
 
-@pytest.mark.parametrize("shape", sorted(WORST))
-def test_the_guard_is_linear_on_its_worst_inputs(shape: str) -> None:
+def _best_of_three(text: str) -> float:
     import time
 
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        assert not looks_forged(text)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("shape", sorted(WORST))
+def test_the_guard_is_linear_on_its_worst_inputs(shape: str) -> None:
+    """Four times the text costs about four times the time (a quadratic pattern: sixteen).
+    Judged as a ratio measured in one process, so a loaded machine slows both sides alike;
+    the absolute bound only catches the old seconds-long stalls (the figures are in
+    docs/reliability.md: 10-25 ms for 200 KB on a quiet machine)."""
     unit = WORST[shape]
-    text = unit * (200_000 // len(unit))
-    start = time.perf_counter()
-    assert not looks_forged(text)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.1, f"{shape}: {elapsed * 1000:.0f} ms for 200 KB"
+    small = _best_of_three(unit * (50_000 // len(unit)))
+    large = _best_of_three(unit * (200_000 // len(unit)))
+    assert large < 2.0, f"{shape}: {large * 1000:.0f} ms for 200 KB"
+    assert large / max(small, 1e-4) < 8, (
+        f"{shape}: 50 KB {small * 1000:.1f} ms, 200 KB {large * 1000:.1f} ms")

@@ -18,7 +18,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 ROOT = SRC / "maxclaw"
 # modules that assemble or launch the process; they may import both sides and every layer
 LAUNCHERS = {"maxclaw.cli", "maxclaw.devserver", "maxclaw.app", "maxclaw.composition",
-             "maxclaw.__init__", "maxclaw.__main__"}
+             "maxclaw.__init__", "maxclaw.__main__",
+             "maxclaw.secrets.cli"}  # `maxclaw secrets …`, a part of the CLI in its own file
 CLIENT_SIDE = ("maxclaw.client",)
 SHARED = ("maxclaw.wire",)
 

@@ -19,6 +19,7 @@ from maxclaw.clock import Clock
 from maxclaw.components.service import component_projection, definition_of
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, Forbidden, NotFound
+from maxclaw.secrets.service import SecretService
 from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.service import TimelineService, check_limit
 from maxclaw.turns import store as turn_store
@@ -31,10 +32,12 @@ RUNNING = ("A runtime is running a turn in this thread; that turn's inbox delive
 class AgentThreadService:
     """``/v1/agent/threads`` outside a turn: create, inbox, components."""
 
-    def __init__(self, db: Database, clock: Clock, timeline: TimelineService) -> None:
+    def __init__(self, db: Database, clock: Clock, timeline: TimelineService,
+                 secrets: SecretService) -> None:
         self.db = db
         self.clock = clock
         self.timeline = timeline
+        self.secrets = secrets  # opens sealed secret answers for the model (get_answers)
 
     async def create_thread(self, who: Principal, title: str, kind: str) -> dict[str, Any]:
         """A new thread of the agent's user (an unbound token only: a bound one has its thread)."""
@@ -60,6 +63,7 @@ class AgentThreadService:
             await turn_store.stamp_seen(conn, who.user_id, answered_components(rows), now)
             if rows and turn is not None:
                 await store.retire_queued_turn(conn, who.user_id, turn["id"], now)
+            rows = await self.secrets.model_rows(conn, who.user_id, rows)
         return {"messages": [chat_message(r) for r in rows]}
 
     async def components(self, who: Principal, thread_id: str,

@@ -51,6 +51,8 @@ from maxclaw.decisions import service as carriers
 from maxclaw.errors import ComponentError, Invalid, NotFound
 from maxclaw.metrics import Metrics
 from maxclaw.presence import store as presence_store
+from maxclaw.secrets.mask import mask_token
+from maxclaw.secrets.service import SecretService
 from maxclaw.timefmt import rfc3339_or_none
 from maxclaw.timeline import store as timeline_store
 
@@ -128,10 +130,12 @@ def _thread(row: dict[str, Any]) -> dict[str, Any]:
 class ComponentService:
     """Cards: post, answer, hand to Main and back, revoke, sweep."""
 
-    def __init__(self, db: Database, clock: Clock, metrics: Metrics) -> None:
+    def __init__(self, db: Database, clock: Clock, metrics: Metrics,
+                 secrets: SecretService) -> None:
         self.db = db
         self.clock = clock
         self.metrics = metrics
+        self.secrets = secrets
         self._definitions: dict[tuple[str, str], ComponentDefinition] = {}
 
     # ----- reading -----
@@ -336,10 +340,18 @@ class ComponentService:
     async def _post_answer(self, conn: asyncpg.Connection, user_id: str, row: dict[str, Any],
                            definition: ComponentDefinition, answer: dict[str, Any], *,
                            by_main: bool, via: str) -> None:
-        """The answer as Max's message in the asking thread; it wakes the thread."""
+        """The answer as Max's message in the asking thread; it wakes the thread. A secret
+        answer's message row holds a masked body; the full one is sealed next to it."""
+        body = answer_message_text(definition, answer, by_main=by_main)
+        sealed = None
+        if definition.sensitive:
+            sealed = self.secrets.seal_answer(user_id, row["thread_id"], definition.id,
+                                              str(answer.get("text") or ""), body)
+            body = answer_message_text(definition, {**answer, "text": mask_token(definition.id)},
+                                       by_main=by_main)
         await timeline_store.insert_input_and_wake(
-            conn, user_id=user_id, thread_id=row["thread_id"], role="user",
-            body=answer_message_text(definition, answer, by_main=by_main),
+            conn, user_id=user_id, thread_id=row["thread_id"], role="user", body=body,
+            secret=sealed,
             display={"line": SECRET_LINE} if definition.sensitive else None,
             source_meta=answer_meta(definition, answer, by_main=by_main, via=via),
             sensitive=definition.sensitive)

@@ -337,6 +337,36 @@ push_outbox = sa.Table(
              postgresql_where=sa.text("status IN ('sent', 'dead')")),
 )
 
+# A secret's plaintext, sealed (maxclaw.secrets): one AES-GCM box per sensitive message. The
+# message row holds only a masked copy; ``expired`` rows had their box destroyed (TTL, purge).
+message_secrets = sa.Table(
+    "message_secrets",
+    metadata,
+    sa.Column("message_id", sa.BigInteger,
+              sa.ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("thread_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("component_id", sa.Text),
+    sa.Column("key_id", sa.Text),
+    sa.Column("box", sa.LargeBinary),
+    sa.Column("state", sa.Text, nullable=False, server_default="sealed"),
+    sa.Column("expires_at", TS, nullable=False),
+    sa.Column("expired_at", TS),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.CheckConstraint("kind IN ('answer', 'echo')", name="message_secrets_kind_check"),
+    sa.CheckConstraint("state IN ('sealed', 'expired')", name="message_secrets_state_check"),
+    sa.CheckConstraint("(state = 'sealed') = (key_id IS NOT NULL AND box IS NOT NULL)",
+                       name="message_secrets_sealed_check"),
+    sa.Index("message_secrets_thread_answers", "thread_id", "message_id",
+             postgresql_where=sa.text("kind = 'answer' AND state = 'sealed'")),
+    sa.Index("message_secrets_due", "expires_at", postgresql_where=sa.text("state = 'sealed'")),
+    sa.Index("message_secrets_key", "key_id", "message_id",
+             postgresql_where=sa.text("state = 'sealed'")),
+)
+
 push_action_tokens = sa.Table(
     "push_action_tokens",
     metadata,

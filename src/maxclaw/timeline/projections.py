@@ -1,7 +1,8 @@
 """What clients see of threads and messages (REST and WebSocket use the same functions).
 
-A sensitive user row (a secret answer) is shown with ``body: null``; its plaintext is served
-only to agent runtimes (``maxclaw.turns``).
+A sensitive user row (a secret answer) is shown with ``body: null``; an agent row that echoed a
+secret shows its masked copy (``••••[card …]``). Plaintext is sealed in ``message_secrets`` and
+opened only for the model (``maxclaw.secrets``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def message_projection(row: dict[str, Any]) -> dict[str, Any]:
         "id": row["id"],
         "thread_id": row["thread_id"],
         "role": row["role"],
-        "body": None if row["sensitive"] else row["body"],
+        # a secret answer: no body at all; an agent row that echoed a secret: its masked copy
+        "body": None if row["sensitive"] and row["role"] == "user" else row["body"],
         "content": row["content"],
         "tool_calls": tool_calls,
         "tool_call_id": row["tool_call_id"],

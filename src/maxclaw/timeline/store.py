@@ -7,6 +7,7 @@ from typing import Any
 import asyncpg
 
 from maxclaw.errors import NotFound
+from maxclaw.secrets.sealed import Sealed
 
 THREAD_COLUMNS = "id::text, user_id::text, kind, category, title, turn_state, created_at, rev"
 MESSAGE_COLUMNS = (
@@ -56,6 +57,24 @@ WITH thread AS (
     INSERT INTO messages (user_id, thread_id, role, body, display, source_meta, sensitive)
     SELECT $1::uuid, thread.id, $3, $4, $5::jsonb, $6::jsonb, $7 FROM thread
     RETURNING {MESSAGE_COLUMNS}
+), wake AS (
+    INSERT INTO turns (user_id, thread_id) SELECT $1::uuid, $2::uuid FROM msg
+    ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') DO NOTHING
+)
+SELECT * FROM msg
+"""
+# The same for a secret answer: its sealed box (maxclaw.secrets) goes in with the row.
+INSERT_SECRET_INPUT_AND_WAKE = f"""
+WITH thread AS (
+    SELECT id FROM threads WHERE id = $2::uuid FOR KEY SHARE
+), msg AS (
+    INSERT INTO messages (user_id, thread_id, role, body, display, source_meta, sensitive)
+    SELECT $1::uuid, thread.id, $3, $4, $5::jsonb, $6::jsonb, $7 FROM thread
+    RETURNING {MESSAGE_COLUMNS}
+), box AS (
+    INSERT INTO message_secrets (message_id, user_id, thread_id, kind, component_id, key_id,
+                                 box, expires_at)
+    SELECT msg.id, $1::uuid, $2::uuid, $8, $9, $10, $11, $12 FROM msg
 ), wake AS (
     INSERT INTO turns (user_id, thread_id) SELECT $1::uuid, $2::uuid FROM msg
     ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') DO NOTHING
@@ -139,10 +158,17 @@ async def main_thread_id(conn: asyncpg.Connection, user_id: str) -> str:
 async def insert_input_and_wake(
     conn: asyncpg.Connection, *, user_id: str, thread_id: str, role: str, body: str | None,
     display: Any = None, source_meta: Any = None, sensitive: bool = False,
+    secret: Sealed | None = None,
 ) -> dict[str, Any]:
-    """Append an input row (it waits in the inbox) and queue a turn unless one is active."""
-    row = await conn.fetchrow(INSERT_INPUT_AND_WAKE, user_id, thread_id, role, body, display,
-                              source_meta, sensitive)
+    """Append an input row (it waits in the inbox) and queue a turn unless one is active;
+    ``secret`` is the row's sealed box (the row is then sensitive)."""
+    if secret is not None:
+        row = await conn.fetchrow(INSERT_SECRET_INPUT_AND_WAKE, user_id, thread_id, role, body,
+                                  display, source_meta, True, secret.kind, secret.component_id,
+                                  secret.key_id, secret.box, secret.expires_at)
+    else:
+        row = await conn.fetchrow(INSERT_INPUT_AND_WAKE, user_id, thread_id, role, body,
+                                  display, source_meta, sensitive)
     if row is None:
         raise NotFound("No such thread.")
     return dict(row)

@@ -1,7 +1,9 @@
 """Timeline rows as the model reads them: OpenAI Chat Completions messages.
 
 This is the only place a sensitive user row's plaintext leaves the database: a secret answer
-is something the agent asked for, so its model gets it; no client-facing projection does.
+is something the agent asked for, so its model gets it; no client-facing projection does. The
+rows given here must have passed ``SecretService.model_rows`` (maxclaw.secrets), which opens
+their sealed boxes; a row that did not reads its masked copy (``••••[card …]``).
 
 | row | ChatMessage |
 | --- | --- |

@@ -24,6 +24,7 @@ from maxclaw.components.server_tools import NeedsExecute, ToolService
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, Invalid, NotFound
 from maxclaw.jsonlimits import check_depth
+from maxclaw.secrets.service import SecretService
 from maxclaw.timeline import store as timeline_store
 from maxclaw.turns import store as turn_store
 from maxclaw.turns.guard import looks_forged
@@ -44,9 +45,30 @@ def _text(value: Any, field: str) -> str | None:
 class AgentMessageService:
     """Assistant, tool and event rows from agent runtimes."""
 
-    def __init__(self, db: Database, tools: ToolService | None = None) -> None:
+    def __init__(self, db: Database, secrets: SecretService,
+                 tools: ToolService | None = None) -> None:
         self.db = db
+        self.secrets = secrets
         self.tools = tools  # for "execute": true
+
+    async def _insert(self, conn: asyncpg.Connection, who: Principal, thread_id: str,
+                      **fields: Any) -> dict[str, Any]:
+        """Insert a runtime's row after the echo check: a row that holds one of the thread's
+        live secrets is stored masked and sensitive, its original sealed next to it."""
+        guarded = await self.secrets.guard(conn, who.user_id, thread_id,
+                                           body=fields.get("body"), content=fields.get("content"),
+                                           tool_calls=fields.get("tool_calls"))
+        if guarded.sealed is None:
+            return await timeline_store.insert_message(conn, user_id=who.user_id,
+                                                       thread_id=thread_id, **fields)
+        meta = dict(fields.get("source_meta") or {})
+        meta["secretEcho"] = {"components": list(guarded.components)}
+        fields.update(body=guarded.body, content=guarded.content,
+                      tool_calls=guarded.tool_calls, source_meta=meta, sensitive=True)
+        row = await timeline_store.insert_message(conn, user_id=who.user_id,
+                                                  thread_id=thread_id, **fields)
+        await self.secrets.store_sealed(conn, who.user_id, thread_id, row["id"], guarded.sealed)
+        return row
 
     async def post(self, who: Principal, thread_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Append the runtime's row; returns ``{"id", "guard"}`` (and ``"results"`` when an
@@ -151,8 +173,8 @@ class AgentMessageService:
                          body: dict[str, Any], turn_id: int | None) -> dict[str, Any]:
         content, calls = self._row_fields(body)
         guard = "forged" if looks_forged(content) else None
-        row = await timeline_store.insert_message(
-            conn, user_id=who.user_id, thread_id=thread_id, role="assistant", body=content,
+        row = await self._insert(
+            conn, who, thread_id, role="assistant", body=content,
             tool_calls=calls or None, source_meta={"guard": guard} if guard else None,
             turn_id=turn_id)
         return {"id": row["id"], "guard": guard}
@@ -164,8 +186,8 @@ class AgentMessageService:
             raise Invalid.at(["body", "tool_call_id"], "tool_call_id is required")
         try:
             async with conn.transaction():  # a savepoint: the duplicate must not poison the rest
-                row = await timeline_store.insert_message(
-                    conn, user_id=who.user_id, thread_id=thread_id, role="tool",
+                row = await self._insert(
+                    conn, who, thread_id, role="tool",
                     tool_call_id=call_id, content=body.get("content"), turn_id=turn_id)
         except asyncpg.UniqueViolationError:
             raise Conflict(f"Tool call {call_id!r} already has a result.") from None
@@ -183,8 +205,7 @@ class AgentMessageService:
         if meta and ({"componentAnswer", "askHandoff"} & meta.keys()):
             raise Invalid.at(["body", "source_meta"],
                              "componentAnswer and askHandoff are written by the service only")
-        row = await timeline_store.insert_message(
-            conn, user_id=who.user_id, thread_id=thread_id, role="event", body=text,
-            source_meta=meta)
+        row = await self._insert(conn, who, thread_id, role="event", body=text,
+                                 source_meta=meta)
         await timeline_store.wake_thread(conn, who.user_id, thread_id)
         return {"id": row["id"], "guard": None}

@@ -26,6 +26,7 @@ from maxclaw.auth.service import Principal, parse_int_id, parse_uuid
 from maxclaw.clock import Clock
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, NotFound
+from maxclaw.secrets.service import SecretService
 from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.projections import thread_projection
 from maxclaw.turns import store as store
@@ -51,9 +52,11 @@ def turn_projection(turn: dict[str, Any]) -> dict[str, Any]:
 class TurnService:
     """Turns of agent runtimes: claim (long-poll), lease, inbox, finish, history."""
 
-    def __init__(self, db: Database, clock: Clock, listener: TurnListener, *,
-                 lease_s: float = 60.0, poll_s: float = POLL_S) -> None:
+    def __init__(self, db: Database, clock: Clock, listener: TurnListener,
+                 secrets: SecretService, *, lease_s: float = 60.0,
+                 poll_s: float = POLL_S) -> None:
         self.db = db
+        self.secrets = secrets  # opens sealed rows for the model (claim, inbox, history)
         self.clock = clock
         self.listener = listener
         self.lease = timedelta(seconds=lease_s)
@@ -98,6 +101,7 @@ class TurnService:
             if picked is None:
                 return None
             rows = await store.thread_rows(conn, who.user_id, picked["thread_id"])
+            model_rows = await self.secrets.model_rows(conn, who.user_id, rows)
             await self._deliver(conn, who.user_id,
                                 [r for r in rows if _undelivered_input(r)], now)
             turn = await store.start_turn(conn, picked["id"], runtime_id, now, now + self.lease,
@@ -108,7 +112,7 @@ class TurnService:
         log.info("turn claimed", extra={"turn_id": turn["id"], "thread_id": turn["thread_id"],
                                         "user_id": who.user_id})
         return {"turn": turn_projection(turn), "thread": thread_projection(thread),
-                "messages": chat_history(rows)}
+                "messages": chat_history(model_rows)}
 
     async def _deliver(self, conn: asyncpg.Connection, user_id: str,
                        delivered: list[dict[str, Any]], now: datetime) -> None:
@@ -153,12 +157,13 @@ class TurnService:
             # the model's own service-shaped text written since it last saw the thread
             forged = await store.forged_since(conn, user_id, thread_id, turn["delivered_through"])
             rows = await store.undelivered_rows(conn, user_id, thread_id)
+            model_rows = await self.secrets.model_rows(conn, user_id, rows)
             last = await store.last_message_id(conn, user_id, thread_id)
             await self._deliver(conn, user_id, rows, now)
             # how far into the thread the model has read (the forged-notice check starts here)
             await store.set_delivered_through(conn, user_id, turn_id, last)
         messages = [forged_notice()] if forged else []
-        messages.extend(chat_message(r) for r in rows)
+        messages.extend(chat_message(r) for r in model_rows)
         if rows or forged:
             log.info("inbox delivered", extra={"turn_id": turn_id, "thread_id": thread_id,
                                                "count": len(rows)})
@@ -210,7 +215,8 @@ class TurnService:
         async with self.db.connection() as conn:
             if await timeline_store.get_thread(conn, who.user_id, thread_id) is None:
                 raise NotFound("No such thread.")
-            rows = await store.handed_rows(conn, who.user_id, thread_id)
+            rows = await self.secrets.model_rows(
+                conn, who.user_id, await store.handed_rows(conn, who.user_id, thread_id))
         return {"messages": chat_history(rows)}
 
     # ----- leases -----
