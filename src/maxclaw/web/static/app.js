@@ -124,10 +124,57 @@ function showUnreachable(token, err) {
   window.addEventListener('online', again, { once: true });
 }
 
-function boot() {
+/** The account behind a token: `{ me }`, `{ refused: true }` (401/403), or `{ error }`. */
+async function whoIs(token) {
+  try {
+    return { me: await createApi(() => token, null).me() };
+  } catch (err) {
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403)) return { refused: true };
+    return { error: err };
+  }
+}
+
+/** A `#token=` link while signed in: the same account (or a dead current token) switches
+ * quietly; another account is asked about first, naming both, because a link someone else
+ * made would otherwise move this browser into their account (login CSRF). */
+async function takeLinkedToken(linked, current) {
+  if (!current || linked === current) return linked;
+  const [mine, theirs] = await Promise.all([whoIs(current), whoIs(linked)]);
+  if (mine.refused) return linked;
+  if (theirs.refused) return current;
+  if (mine.me && theirs.me && mine.me.user_id === theirs.me.user_id) return linked;
+  return new Promise((resolve) => showSwitchPrompt(mine.me, theirs.me, resolve, linked, current));
+}
+
+function showSwitchPrompt(mine, theirs, resolve, linked, current) {
+  document.title = 'Switch account? · MaxClaw';
+  root.removeAttribute('aria-busy');
+  document.body.className = 'signin-page';
+  const name = (who) => (who ? who.name : 'an account that could not be checked');
+  const stay = h('button', { type: 'button', class: 'primary', id: 'switch-stay',
+    onclick: () => resolve(current) }, `Stay signed in as ${mine ? mine.name : 'before'}`);
+  const go = h('button', { type: 'button', class: 'link-button', id: 'switch-go',
+    onclick: () => resolve(linked) }, `Switch to ${name(theirs)}`);
+  replaceChildren(root, h('main', { class: 'signin-wrap' },
+    h('div', { class: 'signin', id: 'switch-account', role: 'alertdialog',
+      'aria-labelledby': 'switch-title', 'aria-describedby': 'switch-help' },
+      h('h1', { id: 'switch-title', text: 'Switch account?' }),
+      h('p', { id: 'switch-help' },
+        'This link signs in as ', h('strong', { class: 'switch-theirs', text: name(theirs) }),
+        '. You are signed in as ', h('strong', { class: 'switch-mine', text: name(mine) }),
+        '. Switch only if you asked for this link: in another account, what you answer goes to ',
+        'that account\'s agents.'),
+      stay, go)));
+  stay.focus();
+}
+
+async function boot() {
   registerServiceWorker();
   const linked = takeTokenFromLink();
-  if (linked) localStorage.setItem(TOKEN_KEY, linked);
+  if (linked) {
+    const chosen = await takeLinkedToken(linked, localStorage.getItem(TOKEN_KEY));
+    localStorage.setItem(TOKEN_KEY, chosen);
+  }
   const token = localStorage.getItem(TOKEN_KEY);
   if (token) start(token);
   else showSignIn();
