@@ -89,12 +89,19 @@ def empty_database(pg_server: str) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+# Every test server: `log` push devices on (many tests register them; production leaves them
+# off), and refused tokens per address out of the way of the authorisation matrices, which
+# send hundreds of bad tokens from 127.0.0.1. tests/trust/test_quotas.py sets them back.
+TEST_QUOTAS: dict[str, Any] = {"push_allow_log_devices": True,
+                               "quota_failed_auth_per_minute": 100_000}
+
+
 def app_settings(database_url: str, **overrides: Any) -> Settings:
     """Settings for an in-process app: background jobs off unless a test turns them on."""
     base: dict[str, Any] = {
         "database_url": database_url, "run_sweeper": False, "run_push_dispatcher": False,
         "run_listener": False, "run_pruner": False, "log_json": True, "db_pool_min": 1,
-        "db_pool_max": 10,
+        "db_pool_max": 10, **TEST_QUOTAS,
         **pooler.settings_for(database_url),
     }
     base.update(overrides)
@@ -172,6 +179,7 @@ def start_server(database_url: str, log_path: Path, port: int | None = None,
     """The real ``maxclaw serve`` as a subprocess on a free port; waits for /readyz."""
     port = port or free_port()
     full_env = {**os.environ, "MAXCLAW_DATABASE_URL": database_url, "MAXCLAW_LOG_JSON": "true",
+                **{f"MAXCLAW_{k.upper()}": str(v).lower() for k, v in TEST_QUOTAS.items()},
                 **pooler.env_for(database_url), **(env or {})}
     log_file = log_path.open("ab")
     proc = subprocess.Popen([sys.executable, "-m", "maxclaw.cli", "serve", "--port", str(port)],

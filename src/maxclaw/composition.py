@@ -32,6 +32,7 @@ from maxclaw.metrics import Metrics
 from maxclaw.presence.service import PresenceService
 from maxclaw.push.adapters.base import Adapter
 from maxclaw.push.service import CloseAdapters, PushService
+from maxclaw.quotas import Quotas
 from maxclaw.realtime import logfilter
 from maxclaw.realtime.hub import RealtimeHub
 from maxclaw.secrets.service import SecretService, parse_ttl
@@ -68,6 +69,7 @@ class Services:
     realtime: RealtimeHub
     web_assets: WebAssets
     jobs: tuple[Job, ...]
+    quotas: Quotas
 
 
 def build_services(settings: Settings, db: Database, metrics: Metrics,
@@ -86,7 +88,9 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
                             ttl=parse_ttl(settings.secret_ttl))
     components = ComponentService(db, clock, metrics, secrets)
     decisions = DecisionService(db, clock, components)
-    push = PushService(db, settings, metrics, clock, decisions, adapters=push_adapters)
+    quotas = Quotas(settings)
+    push = PushService(db, settings, metrics, clock, decisions, adapters=push_adapters,
+                       quotas=quotas)
     tools = ToolService(db, components, timeline)
     agent_messages = AgentMessageService(db, secrets, tools)
     listener = TurnListener(db.listen_url)
@@ -116,4 +120,4 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
                     decisions=decisions, push=push, tools=tools, agent_messages=agent_messages,
                     turns=turns, agent_threads=agent_threads, mcp_http=mcp_http,
                     realtime=realtime, web_assets=WebAssets.from_package(),
-                    jobs=tuple(jobs))
+                    jobs=tuple(jobs), quotas=quotas)

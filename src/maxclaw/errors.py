@@ -10,6 +10,7 @@
     ├── Conflict          409 conflict
     ├── TooLarge          413 too_large
     ├── Invalid           422 invalid   (data.errors = [{"loc": [...], "msg": ...}])
+    ├── RateLimited       429 rate_limited (data.retry_after_s; also the Retry-After header)
     └── Unavailable       503 unavailable (the database is down; retry)
 """
 
@@ -56,6 +57,17 @@ class NotFound(MaxclawError):
 class Conflict(MaxclawError):
     code = "conflict"
     http_status = 409
+
+
+class RateLimited(MaxclawError):
+    """A quota is used up; ``retry_after_s`` (whole seconds, at least 1) says when to try again."""
+
+    code = "rate_limited"
+    http_status = 429
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        self.retry_after_s = max(1, int(-(-retry_after_s // 1)))
+        super().__init__(message, data={"retry_after_s": self.retry_after_s})
 
 
 class ComponentError(MaxclawError):

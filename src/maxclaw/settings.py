@@ -66,6 +66,15 @@ class Settings(BaseSettings):
 
     max_body_bytes: int = 1024 * 1024
 
+    # quotas (docs/security.md): over one answers 429 rate_limited with Retry-After
+    # the `log` push adapter (payloads in the server's log) is for development: off by default
+    push_allow_log_devices: bool = False
+    quota_devices_per_user: int = 20
+    quota_sockets_per_user: int = 50  # open WebSockets per user, per replica
+    quota_claims_per_token: int = 4  # concurrent turn claims (long polls) per agent token
+    quota_failed_auth_per_minute: int = 30  # refused tokens per client address, per replica
+    quota_pushes_per_user_per_minute: int = 120  # deliveries per user, per dispatcher
+
     # secrets at rest (maxclaw.secrets): the key(s), else MAXCLAW_SECRET_KEY_FILE, else
     # <data_dir>/secret.key (created on the embedded database's first start)
     secret_key: str | None = Field(default=None, repr=False)

@@ -9,7 +9,8 @@ import asyncio
 import json
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,7 +19,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.cards import CHOICE, SECRET
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, start_server
 from tests.reliability.figures import record, scale
 from tests.reliability.support import Party, client, error_shape_problem, provision
 
@@ -277,9 +278,19 @@ async def _other_client_is_served(server: ServerProcess, other: Party) -> None:
                 pass
 
 
+@pytest.fixture
+def many_sockets_server(database_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
+    """A server whose sockets-per-user quota (50 by default) admits this test's load."""
+    srv = start_server(database_url, tmp_path / "serve.log",
+                       env={"MAXCLAW_QUOTA_SOCKETS_PER_USER": str(500 * scale() + 10)})
+    yield srv
+    srv.stop()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300 * scale())
-async def test_hundreds_of_sockets_from_one_token(server: ServerProcess) -> None:
+async def test_hundreds_of_sockets_from_one_token(many_sockets_server: ServerProcess) -> None:
+    server = many_sockets_server
     n = 500 * scale()
     v, _, _, _ = await _setup(server)
     (other,) = await provision(server.database_url, f"other-{uuid.uuid4().hex[:8]}")

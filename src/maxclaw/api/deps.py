@@ -21,10 +21,17 @@ def bearer_token(request: Request) -> str | None:
 
 
 async def _principal(request: Request) -> Principal:
-    token = bearer_token(request)
-    if token is None:
-        raise Unauthorized("Missing token: send 'Authorization: Bearer <token>'.")
-    principal: Principal = await services_of(request).auth.authenticate(token)
+    services = services_of(request)
+    address = request.client.host if request.client else None
+    services.quotas.check_auth(address)  # too many refused tokens from here: 429
+    try:
+        token = bearer_token(request)
+        if token is None:
+            raise Unauthorized("Missing token: send 'Authorization: Bearer <token>'.")
+        principal: Principal = await services.auth.authenticate(token)
+    except Unauthorized:
+        services.quotas.auth_failed(address)
+        raise
     return principal
 
 

@@ -11,12 +11,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from maxclaw.db.database import is_connection_error
-from maxclaw.errors import MaxclawError
+from maxclaw.errors import MaxclawError, RateLimited
 
 log = logging.getLogger("maxclaw.api")
 
 _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                405: "not_found", 409: "conflict", 413: "too_large", 422: "invalid",
+               429: "rate_limited",
                503: "unavailable"}
 
 
@@ -32,7 +33,9 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(MaxclawError)
     async def _domain(_: Request, exc: MaxclawError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.http_status)
+        headers = ({"Retry-After": str(exc.retry_after_s)} if isinstance(exc, RateLimited)
+                   else None)
+        return JSONResponse(exc.body(), status_code=exc.http_status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -39,6 +39,7 @@ from maxclaw.db.database import Database, connect
 from maxclaw.metrics import Metrics
 from maxclaw.push import store
 from maxclaw.push.adapters.base import Adapter, Delivery, DeliveryError
+from maxclaw.quotas import Quotas
 from maxclaw.settings import Settings
 
 log = logging.getLogger("maxclaw.push")
@@ -73,8 +74,9 @@ class Dispatcher:
                  lease_s: float | None = None, send_timeout_s: float = 20.0,
                  poll_s: float = 1.0, concurrency: int | None = None,
                  endpoint_concurrency: int | None = None, listen: bool = True,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, quotas: Quotas | None = None) -> None:
         self.db = db
+        self.quotas = quotas or Quotas(settings)
         self.adapters = dict(adapters)
         self.settings = settings
         self.metrics = metrics
@@ -180,6 +182,13 @@ class Dispatcher:
             await self._fail(delivery, DeliveryError(
                 f"gave up after {delivery.attempt - 1} attempts (the last lease lapsed)",
                 retryable=False))
+            return
+        wait = self.quotas.push_wait_s(delivery.user_id)
+        if wait > 0:  # the user's deliveries per minute are used up: later, not an attempt
+            async with self.db.connection() as conn:
+                await store.defer(conn, outbox_id=delivery.outbox_id, attempt=delivery.attempt,
+                                  at=self.clock.now() + timedelta(seconds=wait))
+            self.metrics.pushes.labels(delivery.platform, "deferred").inc()
             return
         adapter = self.adapters.get(delivery.platform)
         key = endpoint_of(delivery.platform, delivery.config)

@@ -19,7 +19,7 @@ import asyncpg
 from maxclaw.auth.service import Principal, parse_int_id
 from maxclaw.clock import Clock
 from maxclaw.db.database import Database
-from maxclaw.errors import Invalid, NotFound
+from maxclaw.errors import Invalid, NotFound, RateLimited
 from maxclaw.metrics import Metrics
 from maxclaw.push import store
 from maxclaw.push.action_tokens import ActionTokens, stamp_adapters
@@ -32,6 +32,7 @@ from maxclaw.push.adapters.webpush import WebPushAdapter, vapid_public_key
 from maxclaw.push.addresses import host_of, port_reason, resolved_private_reason
 from maxclaw.push.dispatcher import Dispatcher
 from maxclaw.push.test_notification import enqueue_test
+from maxclaw.quotas import Quotas
 from maxclaw.settings import Settings
 from maxclaw.timefmt import rfc3339
 
@@ -82,7 +83,8 @@ class PushService:
 
     def __init__(self, db: Database, settings: Settings, metrics: Metrics, clock: Clock,
                  decisions: DecisionSettler,
-                 adapters: dict[str, Adapter] | None = None) -> None:
+                 adapters: dict[str, Adapter] | None = None,
+                 quotas: Quotas | None = None) -> None:
         self.db = db
         self.settings = settings
         self.decisions = decisions
@@ -91,7 +93,7 @@ class PushService:
         self.adapters = stamp_adapters(adapters, db, clock)
         self.action_tokens = ActionTokens(db, clock)
         self.dispatcher = Dispatcher(self.db, self.adapters, settings=self.settings,
-                                     metrics=metrics, clock=clock)
+                                     metrics=metrics, clock=clock, quotas=quotas)
 
     # -- devices ---------------------------------------------------------------------------
 
@@ -124,10 +126,20 @@ class PushService:
             config = {"url": address}
             secret = body["secret"]
         else:  # log: development only; the payload lands in the server's log
+            if not self.settings.push_allow_log_devices:
+                raise Invalid.at(["body", "platform"],
+                                 "'log' devices are for development and off on this server "
+                                 "(an operator can set MAXCLAW_PUSH_ALLOW_LOG_DEVICES=true)")
             address, config = "log", {}
+        limit = self.settings.quota_devices_per_user
         async with self.db.transaction(notify=False) as conn:
             row = await store.save_device(conn, user_id=who.user_id, platform=platform,
-                                          address=address, config=config, secret=secret)
+                                          address=address, config=config, secret=secret,
+                                          max_devices=limit)
+        if row is None:
+            raise RateLimited(f"This user already has {limit} push devices; forget one "
+                              "(DELETE /v1/push/devices/{id}) before adding another.",
+                              retry_after_s=60)
         return {"id": row["id"], "platform": row["platform"]}
 
     async def _public_url(self, url: str, loc: list[str | int], *,

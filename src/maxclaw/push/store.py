@@ -109,6 +109,12 @@ SET status = 'pending', next_attempt_at = $3, lease_until = NULL, last_error = $
 WHERE id = $1 AND status = 'sending' AND attempts = $2
 """
 
+DEFER = """
+UPDATE push_outbox
+SET status = 'pending', attempts = attempts - 1, next_attempt_at = $3, lease_until = NULL
+WHERE id = $1 AND status = 'sending' AND attempts = $2
+"""
+
 MARK_DEAD = """
 UPDATE push_outbox SET status = 'dead', lease_until = NULL, last_error = $3
 WHERE id = $1 AND status = 'sending' AND attempts = $2
@@ -129,6 +135,8 @@ RETURNING id, platform, config, created_at
 """
 
 LOCK_USER_DEVICES = "SELECT pg_advisory_xact_lock(hashtext('maxclaw_push_devices:' || $1::text))"
+
+COUNT_DEVICES = "SELECT count(*) FROM push_devices WHERE user_id = $1"
 
 DELETE_DEVICE = "DELETE FROM push_devices WHERE id = $1 AND user_id = $2"
 
@@ -241,6 +249,12 @@ async def schedule_retry(conn: asyncpg.Connection, *, outbox_id: int, attempt: i
     return bool(result == "UPDATE 1")
 
 
+async def defer(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,
+                at: datetime) -> bool:
+    """Put a claimed row back unsent until ``at`` without using up an attempt (a quota)."""
+    return bool(await conn.execute(DEFER, outbox_id, attempt, at) == "UPDATE 1")
+
+
 async def mark_dead(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,
                     error: str) -> bool:
     """Give a row up for good, keeping the error that ended it."""
@@ -248,13 +262,17 @@ async def mark_dead(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,
 
 
 async def save_device(conn: asyncpg.Connection, *, user_id: str, platform: str, address: str,
-                      config: dict[str, Any], secret: str | None) -> dict[str, Any]:
-    """Insert a device, or update the user's device with the same address; call in a txn."""
+                      config: dict[str, Any], secret: str | None,
+                      max_devices: int | None = None) -> dict[str, Any] | None:
+    """Insert a device, or update the user's device with the same address; call in a txn.
+    ``None`` when it would be a new device and the user already has ``max_devices``."""
     # serialise registrations per user so two concurrent ones for one address make one row
     await conn.execute(LOCK_USER_DEVICES, user_id)
     config = {**config, "address": address}
     row = await conn.fetchrow(UPDATE_DEVICE, user_id, platform, address, config, secret)
     if row is None:
+        if max_devices is not None and await conn.fetchval(COUNT_DEVICES, user_id) >= max_devices:
+            return None
         row = await conn.fetchrow(INSERT_DEVICE, user_id, platform, config, secret)
     return record_dict(row)
 

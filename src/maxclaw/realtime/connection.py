@@ -21,8 +21,9 @@ from starlette.websockets import WebSocket
 from maxclaw.auth.service import AuthService, Principal, parse_uuid
 from maxclaw.clock import Clock
 from maxclaw.db.database import Database
-from maxclaw.errors import NotFound, Unauthorized, Unavailable
+from maxclaw.errors import NotFound, RateLimited, Unauthorized, Unavailable
 from maxclaw.presence.service import PresenceService
+from maxclaw.quotas import Quotas
 from maxclaw.realtime import frames, store
 from maxclaw.realtime.cursor import ORIGIN, CursorError, Position, decode
 from maxclaw.realtime.hub import RealtimeHub, Subscription
@@ -33,6 +34,7 @@ log = logging.getLogger("maxclaw.realtime")
 CLOSE_BAD_TOKEN = 4401
 CLOSE_AGENT_TOKEN = 4403
 CLOSE_TOO_SLOW = 4408
+CLOSE_RATE_LIMITED = 4429  # a quota (sockets per user, refused tokens per address) is used up
 CLOSE_TRY_AGAIN = 1013  # the database is down: the client should reconnect later
 CLOSE_INTERNAL = 1011
 TOO_SLOW_REASON = "too slow to keep up: reconnect and subscribe with your last cursor"
@@ -77,6 +79,9 @@ class ConnectionServices(Protocol):
     @property
     def realtime(self) -> RealtimeHub: ...
 
+    @property
+    def quotas(self) -> Quotas: ...
+
 
 class Connection:
     """Serves one accepted WebSocket until it closes."""
@@ -105,19 +110,37 @@ class Connection:
         self.who = await self._authenticate()
         if self.who is None:
             return
-        self._writer = asyncio.create_task(self._write(), name="ws-writer")
-        await self.queue.put(frames.hello(self.services.clock.now()))
         try:
-            await self._read()
+            slot = self.services.quotas.socket(self.who.user_id)
+            slot.__enter__()
+        except RateLimited as exc:
+            self._unwatch()
+            await self.ws.close(CLOSE_RATE_LIMITED, f"{exc.message} (retry after "
+                                                    f"{exc.retry_after_s} s)")
+            return
+        try:
+            self._writer = asyncio.create_task(self._write(), name="ws-writer")
+            await self.queue.put(frames.hello(self.services.clock.now()))
+            try:
+                await self._read()
+            finally:
+                await self._cleanup()
         finally:
-            await self._cleanup()
+            slot.__exit__(None, None, None)
 
     async def _authenticate(self) -> Principal | None:
+        address = self.ws.client.host if self.ws.client else None
         try:
+            self.services.quotas.check_auth(address)
             ticket = self.ws.query_params.get("ticket")
             who: Principal = (await self.services.auth.redeem_ticket(ticket) if ticket
                               else await self.services.auth.authenticate(_token(self.ws)))
+        except RateLimited as exc:
+            await self.ws.close(CLOSE_RATE_LIMITED, f"{exc.message} (retry after "
+                                                    f"{exc.retry_after_s} s)")
+            return None
         except Unauthorized:
+            self.services.quotas.auth_failed(address)
             await self.ws.close(CLOSE_BAD_TOKEN, "bad or missing token")
             return None
         except Unavailable:

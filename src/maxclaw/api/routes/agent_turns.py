@@ -25,7 +25,8 @@ async def claim(request: Request, who: AgentPrincipal, services: Services,
     async def still_wanted() -> bool:
         return not await request.is_disconnected()
 
-    claimed = await services.turns.claim(who, body.wait_s, body.runtime_id, still_wanted)
+    with services.quotas.claim(who.token_id if who.token_id is not None else who.user_id):
+        claimed = await services.turns.claim(who, body.wait_s, body.runtime_id, still_wanted)
     if claimed is None:
         return Response(status_code=204)
     return claimed
