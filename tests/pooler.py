@@ -85,11 +85,16 @@ class PgBouncer:
             for path in self.base.iterdir():
                 path.chmod(0o666)
             args[1:1] = ["-u", runas]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # stderr to a file, never a pipe: PgBouncer logs every connection to stderr too, and
+        # a pipe nobody reads fills (64 KiB) and blocks it mid-write — it then stops answering
+        # without exiting, which is how the first version of this harness lost a worker
+        stderr_path = self.base / "pgbouncer.stderr"
+        with stderr_path.open("ab") as stderr:
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                err = stderr_path.read_text(errors="replace")[-3000:]
                 raise RuntimeError(f"pgbouncer exited: {err}{self.log_tail()}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
@@ -119,8 +124,6 @@ class PgBouncer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc is not None and self.proc.stderr:
-            self.proc.stderr.close()
 
 
 def _user_exists(name: str) -> bool:

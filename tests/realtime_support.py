@@ -222,12 +222,13 @@ async def rest_state(http: httpx.AsyncClient) -> State:
             page = await http.get(f"/v1/threads/{thread['id']}/messages",
                                   params={"after_id": after, "limit": 500})
             assert page.status_code == 200, page.text
-            messages = page.json()["messages"]
-            for message in messages:
+            body = page.json()
+            for message in body["messages"]:
                 state[("messages", message["id"])] = message
-            if len(messages) < 500:
+            # a page ends at 500 rows or at the server's byte budget: follow next_after_id
+            if body["next_after_id"] is None:
                 break
-            after = messages[-1]["id"]
+            after = body["next_after_id"]
     decisions = await http.get("/v1/decisions", params={"status": "all", "limit": 500})
     assert decisions.status_code == 200, decisions.text
     for decision in decisions.json()["decisions"]:

@@ -108,10 +108,11 @@ export class Session {
   async loadMessages(threadId) {
     let after = 0;
     for (;;) {
-      const { messages } = await this.api.messages(threadId, after);
+      const { messages, next_after_id: next } = await this.api.messages(threadId, after);
       for (const message of messages) this.store.upsert('messages', message);
-      if (messages.length < PAGE) break;
-      after = messages[messages.length - 1].id;
+      // a page also ends at the server's byte budget: follow next_after_id, not the count
+      if (next === undefined ? messages.length < PAGE : next === null) break;
+      after = next === undefined ? messages[messages.length - 1].id : next;
     }
     this.loaded.add(threadId);
     this.scheduleRender();
