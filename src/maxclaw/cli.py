@@ -122,6 +122,7 @@ def serve(
     import uvicorn
 
     from maxclaw.app import create_app
+    from maxclaw.headertimeout import http_protocol
     from maxclaw.logs import configure_logging
 
     settings = Settings()
@@ -140,10 +141,12 @@ def serve(
         # uvicorn's own "running on" line is at INFO on a library logger, quiet by default
         logging.getLogger("maxclaw").info(
             "serving", extra={"url": f"http://{settings.host}:{settings.port}"})
-        # ws_max_size: the protocol's frames are small (api.md: 64 KiB), not uvicorn's 16 MiB
+        # ws_max_size: the protocol's frames are small (api.md: 64 KiB), not uvicorn's 16 MiB;
+        # http: uvicorn's protocol with a header read timeout (slowloris, headertimeout.py)
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
                     log_config=None, ws="websockets-sansio", lifespan="on",
-                    ws_max_size=WS_MAX_FRAME_BYTES)
+                    ws_max_size=WS_MAX_FRAME_BYTES,
+                    http=http_protocol(settings.header_timeout_s))
 
 
 def _database_answers(url: str) -> bool:

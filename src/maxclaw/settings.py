@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     apns_team_id: str | None = None
 
     max_body_bytes: int = 1024 * 1024
+    # `serve`: a request's headers must arrive within this (slowloris; headertimeout.py)
+    header_timeout_s: float = 10.0
 
     # quotas (docs/security.md): over one answers 429 rate_limited with Retry-After
     # the `log` push adapter (payloads in the server's log) is for development: off by default

@@ -1,26 +1,42 @@
 """Webhook: the payload as JSON, signed with the device's secret.
 
-``X-MaxClaw-Signature: sha256=<hex HMAC-SHA256 of the raw body>`` lets the receiver check the
-body came from this server; ``Idempotency-Key`` (and ``delivery_id`` in the body) stays the same
-across retries of one outbox row, so a receiver that saw it already can answer 2xx and drop it.
+``X-MaxClaw-Signature-V2: sha256=<hex HMAC-SHA256 of "<timestamp>.<delivery id>." + body>``
+with ``X-MaxClaw-Timestamp`` (Unix seconds, new on every attempt) and ``X-MaxClaw-Delivery``
+lets a receiver check the body came from this server, for this delivery, recently: it refuses a
+timestamp more than ``REPLAY_WINDOW_S`` from its clock and a delivery id it has seen inside
+that window (docs/security.md has the snippet). ``X-MaxClaw-Signature`` (the body alone) stays
+for receivers written before; it does not stop a replay. ``Idempotency-Key`` (and
+``delivery_id`` in the body) stays the same across retries of one outbox row, so a receiver
+that saw it already can answer 2xx and drop it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 
 from maxclaw.push.adapters.base import Delivery, DeliveryError, check_http_status
 from maxclaw.push.adapters.http import HttpSender
 from maxclaw.push.payload import json_bytes
 
 SIGNATURE_HEADER = "X-MaxClaw-Signature"
+SIGNATURE_V2_HEADER = "X-MaxClaw-Signature-V2"
+TIMESTAMP_HEADER = "X-MaxClaw-Timestamp"
+DELIVERY_HEADER = "X-MaxClaw-Delivery"
+REPLAY_WINDOW_S = 300  # what receivers are told to accept, either side of their clock
 
 
 def sign(secret: str, body: bytes) -> str:
     """The signature header's value for ``body``."""
     digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     return f"sha256={digest}"
+
+
+def sign_v2(secret: str, timestamp: int, delivery_id: str, body: bytes) -> str:
+    """The V2 header's value: the HMAC covers the timestamp, the delivery id and the body."""
+    signed = f"{timestamp}.{delivery_id}.".encode() + body
+    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 def render(delivery: Delivery) -> bytes:
@@ -40,11 +56,15 @@ class WebhookAdapter:
             raise DeliveryError("the webhook device has no secret; register it again",
                                 retryable=False)
         body = render(delivery)
+        timestamp = int(time.time())
         headers = {
             "Content-Type": "application/json",
             SIGNATURE_HEADER: sign(delivery.secret, body),
+            SIGNATURE_V2_HEADER: sign_v2(delivery.secret, timestamp, delivery.idempotency_key,
+                                         body),
+            TIMESTAMP_HEADER: str(timestamp),
             "Idempotency-Key": delivery.idempotency_key,
-            "X-MaxClaw-Delivery": delivery.idempotency_key,
+            DELIVERY_HEADER: delivery.idempotency_key,
         }
         resp = await self.http.post(delivery.config["url"], content=body, headers=headers,
                                     what="webhook")
