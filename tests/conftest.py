@@ -92,8 +92,17 @@ def empty_database(pg_server: str) -> Iterator[str]:
 # Every test server: `log` push devices on (many tests register them; production leaves them
 # off), and refused tokens per address out of the way of the authorisation matrices, which
 # send hundreds of bad tokens from 127.0.0.1. tests/trust/test_quotas.py sets them back.
+# Tests that are not about quotas must not meet one: a load test opens 100 sockets for one
+# user, a race runs 6 claims on one token, a fault test pushes hundreds of times a minute, the
+# authorisation matrix sends hundreds of bad tokens from 127.0.0.1. The quotas' own tests
+# (tests/trust/test_quotas.py) set each limit low explicitly, and test_the_defaults checks the
+# shipped defaults on a plain Settings().
 TEST_QUOTAS: dict[str, Any] = {"push_allow_log_devices": True,
-                               "quota_failed_auth_per_minute": 100_000}
+                               "quota_failed_auth_per_minute": 100_000,
+                               "quota_sockets_per_user": 10_000,
+                               "quota_claims_per_token": 1_000,
+                               "quota_devices_per_user": 10_000,
+                               "quota_pushes_per_user_per_minute": 1_000_000}
 
 
 def app_settings(database_url: str, **overrides: Any) -> Settings:

@@ -267,7 +267,7 @@ async def test_statements_per_round_trip(counted: tuple[Harness, counting.Statem
     tool row, the carriers, their pushes, the component rows; the answer as above (the card's
     definition cached by the post). Posting and executing as two requests cost 4 + 8 statements
     (two reads more, one transaction more), and the answer one read more: 19 per round trip,
-    now 14."""
+    then 14, now 15 with the secrets' echo check."""
     h, log = counted
     actor = await h.actor("max")
 
@@ -288,7 +288,10 @@ async def test_statements_per_round_trip(counted: tuple[Harness, counting.Statem
                          questions: tuple[dict[str, Any], ...] = questions) -> None:
             await post(tid, call_id, *questions)
 
-        assert await _count(log, posted) == {"sql": 6, "begin_commit": 2, "pool_reset": 0}
+        # 7 since the secrets' echo check (issue 18): one indexed read of the thread's live
+        # secret boxes before an agent's row is written (message_secrets_thread_answers);
+        # folding it into the first read would win it back
+        assert await _count(log, posted) == {"sql": 7, "begin_commit": 2, "pool_reset": 0}
         # a retried post writes nothing: the read, the call's row, execute's replay read
         assert await _count(log, posted) == {"sql": 3, "begin_commit": 2, "pool_reset": 0}
 
