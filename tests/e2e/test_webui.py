@@ -11,12 +11,11 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import pytest
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, expect
 
 from maxclaw.db.urls import plain_url
 from tests.conftest import ServerProcess, start_server
@@ -33,7 +32,6 @@ from tests.e2e.webui_helpers import (
     component,
     everything_in_dom,
     hand_back,
-    launch,
     make_user,
     new_thread,
     offline_services,
@@ -47,21 +45,6 @@ from tests.e2e.webui_helpers import (
 pytestmark = pytest.mark.browser
 
 KEEP = "Keep one version (recommended)"
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        chromium = await launch(playwright)
-        yield chromium
-        await chromium.close()
-
-
-@pytest.fixture
-async def max_user(server: ServerProcess, database_url: str) -> AsyncIterator[WebUser]:
-    who = await make_user(database_url, server.base_url)
-    yield who
-    await who.aclose()
 
 
 async def test_sign_in_threads_and_live_messages(server: ServerProcess, max_user: WebUser,

@@ -4,10 +4,9 @@ card, with the text written for the model one click away — never the model's t
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 
 import pytest
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, expect
 
 from tests.conftest import ServerProcess
 from tests.e2e.webui_helpers import (
@@ -17,8 +16,6 @@ from tests.e2e.webui_helpers import (
     WebUser,
     answer_for_max,
     component,
-    launch,
-    make_user,
     new_thread,
     open_app,
     post_card,
@@ -27,21 +24,6 @@ from tests.e2e.webui_helpers import (
 
 pytestmark = pytest.mark.browser
 KEEP = "Keep one version (recommended)"
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        chromium = await launch(playwright)
-        yield chromium
-        await chromium.close()
-
-
-@pytest.fixture
-async def max_user(server: ServerProcess, database_url: str) -> AsyncIterator[WebUser]:
-    who = await make_user(database_url, server.base_url)
-    yield who
-    await who.aclose()
 
 
 async def test_max_sees_his_answers_as_chips_not_as_the_models_text(

@@ -32,7 +32,6 @@ from playwright.async_api import (
     Page,
     Request,
     Worker,
-    async_playwright,
     expect,
 )
 
@@ -43,7 +42,6 @@ from tests.e2e.webui_helpers import (
     DESKTOP,
     SECRET,
     WebUser,
-    launch,
     make_user,
     new_thread,
     post_card,
@@ -79,14 +77,6 @@ def push_server(database_url: str, tmp_path: Path) -> Any:
         "MAXCLAW_PUSH_BACKOFF_BASE_S": "0.05", "MAXCLAW_PUSH_BACKOFF_MAX_S": "0.2"})
     yield srv
     srv.stop()
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        chromium = await launch(playwright)
-        yield chromium
-        await chromium.close()
 
 
 @pytest.fixture

@@ -4,23 +4,13 @@ against the real ``maxclaw serve``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
-from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
+from playwright.async_api import Browser, BrowserContext, Page, expect
 
 from tests.conftest import ServerProcess
-from tests.e2e.webui_helpers import DESKTOP, WebUser, launch, make_user, screenshot
+from tests.e2e.webui_helpers import DESKTOP, WebUser, make_user, screenshot
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        chromium = await launch(playwright)
-        yield chromium
-        await chromium.close()
 
 
 async def follow(context: BrowserContext, base_url: str, token: str) -> Page:
