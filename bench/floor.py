@@ -18,6 +18,7 @@ nothing, say) fails the run: the floor must do the same work as the service.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,6 +108,13 @@ class Script:
         return False
 
 
+_WRITES = re.compile(r"\b(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
+
+
+def _writes(query: str) -> bool:
+    return _WRITES.search(query) is not None
+
+
 def _is_id(key: str, value: Any) -> bool:
     return (key == "id" or key.endswith("_id")) and isinstance(value, int) \
         and not isinstance(value, bool)
@@ -141,9 +149,11 @@ class Replay:
         return v
 
     async def run(self, conn: asyncpg.Connection, phase: str) -> None:
+        in_transaction = False
         for step in self.script.steps[phase]:
             if step.bracket:
                 await conn.execute(step.query)
+                in_transaction = step.query.upper().startswith("BEGIN")
                 if self.after_commit and step.query.upper().startswith("COMMIT"):
                     await conn.execute(self.after_commit, self.user_id)
                 continue
@@ -157,6 +167,9 @@ class Replay:
                 for key, value in old.items():
                     if _is_id(key, value):
                         self.ids[value] = new[key]
+            # a write sent on its own (autocommit, e.g. a merged statement) commits by itself
+            if self.after_commit and not in_transaction and _writes(step.query):
+                await conn.execute(self.after_commit, self.user_id)
 
 
 async def post(conn: asyncpg.Connection, script: Script, user_id: str, thread_id: str,

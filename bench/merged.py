@@ -109,7 +109,7 @@ WITH cas AS (
     SELECT $2::uuid, cas.thread_id, 'user', $6, $7::jsonb, false FROM cas
 ), wake AS (
     INSERT INTO turns (user_id, thread_id) SELECT $2::uuid, cas.thread_id FROM cas
-    ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') DO NOTHING
+    ON CONFLICT (user_id, thread_id) WHERE status IN ('queued', 'running') DO NOTHING
 ), settle AS (
     UPDATE decisions d
        SET status = 'settled', answer_text = $8, settled_via = $5, settled_at = now()
@@ -167,7 +167,7 @@ async def post(conn: asyncpg.Connection, user_id: str, thread_id: str,
 
 async def answer(conn: asyncpg.Connection, handle: tuple[str, str]) -> None:
     user_id, cid = handle
-    row = await conn.fetchrow(components.GET_WITH_CONTEXT, cid, user_id)
+    row = await conn.fetchrow(components.GET_WITH_CONTEXT, user_id, cid)
     new = await conn.fetchrow(
         ANSWER_SQL, cid, user_id, ["open", "revoked", "handed-back"], ANSWER_VALUE, "card",
         BODY.format(cid=cid),

@@ -12,6 +12,8 @@ import platform
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,33 @@ class BenchDatabase:
 
     def drop(self) -> None:
         asyncio.run(self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
+
+
+@contextmanager
+def fresh_database(given: str | None) -> Iterator[str]:
+    """A migrated database of its own on ``given`` (else the server ``choose_server`` picks),
+    dropped afterwards; the load average is printed before and after, since a same-run
+    comparison is only as good as the machine was quiet."""
+    server = choose_server(given)
+    db = BenchDatabase(server)
+    url = db.create()
+    print(f"load average {os.getloadavg()}", flush=True)
+    try:
+        yield url
+    finally:
+        db.drop()
+        server.stop()
+        print(f"load average {os.getloadavg()}", flush=True)
+
+
+async def execute_sql(url: str, sql: str) -> None:
+    """Run ``sql`` (one or more statements) on its own connection: a definition swapped in
+    or back between the slices of a same-run comparison."""
+    conn = await asyncpg.connect(plain_url(url))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
 
 
 async def postgres_settings(url: str) -> dict[str, Any]:

@@ -38,8 +38,8 @@ from maxclaw.db.database import connect
 
 RESULTS = Path(__file__).resolve().parent / "results"
 READ = """
-SELECT query, calls, total_exec_time, rows, shared_blks_hit, shared_blks_read,
-       shared_blks_dirtied, wal_records, wal_bytes, toplevel
+SELECT query, calls, total_exec_time, plans, total_plan_time, rows, shared_blks_hit,
+       shared_blks_read, shared_blks_dirtied, wal_records, wal_bytes, toplevel
   FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
  ORDER BY total_exec_time DESC
 """
@@ -72,6 +72,7 @@ class PrivateServer:
                         "postgres"], check=True, capture_output=True)
         opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
                 "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all "
+                "-c pg_stat_statements.track_planning=on "
                 "-c fsync=on -c synchronous_commit=on")
         subprocess.run([*self.as_user, _bin("pg_ctl"), "-D", str(data), "-o", opts, "-l",
                         str(self.dir / "log"), "-w", "start"], check=True, capture_output=True)
@@ -121,11 +122,17 @@ def _summary(rows: list[dict[str, Any]], n: int, wall: float, pg_cpu: float) -> 
         "backend_cpu_ms_per_round_trip": round(pg_cpu * 1000 / n, 3),
         "statements_per_round_trip": round(sum(r["calls"] for r in top) / n, 2),
         "exec_ms_per_round_trip": round(sum(r["total_exec_time"] for r in top) / n, 3),
+        # planning is not in the execution time: a statement planned on every call (a custom
+        # plan) pays it each time; a cached generic plan only once
+        "plan_ms_per_round_trip": round(sum(r["total_plan_time"] for r in top) / n, 3),
+        "plans_per_round_trip": round(sum(r["plans"] for r in top) / n, 2),
         "wal_bytes_per_round_trip": round(sum(int(r["wal_bytes"]) for r in top) / n),
         "statements": [{
             "query": " ".join(r["query"].split())[:160], "toplevel": r["toplevel"],
             "calls_per_round_trip": round(r["calls"] / n, 2),
             "mean_exec_ms": round(r["total_exec_time"] / max(r["calls"], 1), 4),
+            "plans_per_call": round(r["plans"] / max(r["calls"], 1), 2),
+            "mean_plan_ms": round(r["total_plan_time"] / max(r["plans"], 1), 4),
             "exec_ms_per_round_trip": round(r["total_exec_time"] / n, 4),
             "rows_per_call": round(r["rows"] / max(r["calls"], 1), 2),
             "blocks_dirtied_per_call": round(r["shared_blks_dirtied"] / max(r["calls"], 1), 2),
@@ -174,12 +181,15 @@ def main() -> None:
     (RESULTS / "pgss.json").write_text(json.dumps(report, indent=1) + "\n")
     for name, m in report["modes"].items():
         print(f"\n{name}: {m['statements_per_round_trip']} statements, server execution "
-              f"{m['exec_ms_per_round_trip']} ms, backend CPU {m['backend_cpu_ms_per_round_trip']}"
+              f"{m['exec_ms_per_round_trip']} ms, planning {m['plan_ms_per_round_trip']} ms "
+              f"({m['plans_per_round_trip']} plans), backend CPU "
+              f"{m['backend_cpu_ms_per_round_trip']}"
               f" ms, WAL {m['wal_bytes_per_round_trip']} B, wall {m['wall_ms_per_round_trip']} ms"
               " per round trip")
         for s in m["statements"]:
             level = "" if s["toplevel"] else "  (in a trigger) "
             print(f"  {s['calls_per_round_trip']:5.2f}× {s['mean_exec_ms']:8.4f} ms "
+                  f"plan {s['plans_per_call']:4.2f}× {s['mean_plan_ms']:7.4f} ms "
                   f"{s['wal_bytes_per_call']:6d} B WAL  {level}{s['query'][:110]}")
     print(f"\nreport: {RESULTS / 'pgss.json'}")
 

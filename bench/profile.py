@@ -2,8 +2,9 @@
 
 ``python -m bench.profile inproc [--clients N] [--seconds S]``
     (b) in-process under pyinstrument; prints the call tree and writes an HTML profile.
-``python -m bench.profile server [--clients N] [--seconds S]``
-    (c) a real ``maxclaw serve`` under ``py-spy record`` while the HTTP load runs; prints
+``python -m bench.profile server [--clients N] [--seconds S] [--mode x|c]``
+    a real ``maxclaw serve`` under ``py-spy record`` while the HTTP load runs — (x), the
+    agent's two-request round trip (``"execute": true``), or (c), three requests; prints
     where the server's samples go (inclusive share per component, top self frames).
 
 Both use a fresh database on the suite's PostgreSQL and drop it afterwards.
@@ -88,7 +89,8 @@ def summarize_collapsed(path: Path) -> dict[str, Any]:
             "top_self": [(k, round(v / total, 3)) for k, v in selfs.most_common(25)]}
 
 
-def _server(url: str, clients: int, seconds: float) -> None:
+def _server(url: str, clients: int, seconds: float, mode: str = "x",
+            native: bool = False) -> None:
     logs = Path(tempfile.mkdtemp(prefix="maxclaw-profile-"))
 
     async def prepare() -> tuple[list[Any], list[Any]]:
@@ -100,14 +102,17 @@ def _server(url: str, clients: int, seconds: float) -> None:
 
     ids, stocks = roundtrip.run_async(prepare())
     srv = server.start(url, logs / "serve.log")
-    out = RESULTS / f"profile-server-{clients}.txt"
+    out = RESULTS / f"profile-server-{mode}-{clients}{'-native' if native else ''}.txt"
     try:
         spy = subprocess.Popen(["py-spy", "record", "--pid", str(srv.proc.pid), "--duration",
                                 str(int(seconds)), "--rate", "250", "--format", "raw",
-                                "--output", str(out), "--nonblocking"],
+                                "--output", str(out),
+                                # --native (C frames: asyncpg's protocol, uvloop, httptools)
+                                # has to pause the process for each sample
+                                *(["--native"] if native else ["--nonblocking"])],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         samples, _ = roundtrip.run_async(
-            roundtrip.http_point(url, srv, ids, stocks, "prof", 1.0, seconds))
+            roundtrip.http_point(url, srv, ids, stocks, "prof", 1.0, seconds, mode == "x"))
         spy.wait(60)
     finally:
         srv.stop()
@@ -128,6 +133,10 @@ def main() -> None:
     parser.add_argument("what", choices=["inproc", "server"])
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--mode", choices=["x", "c"], default="x",
+                        help="server: x = two requests (post with execute: true), c = three")
+    parser.add_argument("--native", action="store_true",
+                        help="server: sample C frames too (pauses the process per sample)")
     parser.add_argument("--database-url")
     args = parser.parse_args()
     pg = choose_server(args.database_url)
@@ -138,7 +147,7 @@ def main() -> None:
         if args.what == "inproc":
             roundtrip.run_async(_inproc(url, args.clients, args.seconds))
         else:
-            _server(url, args.clients, args.seconds)
+            _server(url, args.clients, args.seconds, args.mode, args.native)
     finally:
         db.drop()
         pg.stop()

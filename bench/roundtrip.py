@@ -24,13 +24,16 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+
 from bench import cpu, floor
 from bench.dataset import CARD_ARGS
 from bench.loop import RoundTrip, Samples, closed_loop
 from bench.server import Server
 from maxclaw.app import create_app
 from maxclaw.auth.service import Principal
-from maxclaw.db.database import connect
+from maxclaw.db.database import _init_connection, connect
+from maxclaw.db.urls import plain_url
 from maxclaw.settings import Settings
 
 # generous ceilings on round trips/s for sizing each point's stock of fresh threads
@@ -148,13 +151,23 @@ class ReplayFloor:
         await floor.answer(conn, handle)
 
 
+async def floor_connect(url: str) -> Any:
+    """A floor client's connection: the project's codecs and, like the service's pool, a
+    statement cache (``maxclaw.db.database.connect`` has none, for PgBouncer; without one every
+    replayed statement was parsed and planned again, and the floor ran slower than the
+    service it is the floor of)."""
+    conn = await asyncpg.connect(plain_url(url), statement_cache_size=100)
+    await _init_connection(conn)
+    return conn
+
+
 async def floor_point(url: str, identities: list[Identity], stocks: list[Stock], tag: str,
                       warmup: float, duration: float, impl: Any,
                       setup: str | None = None) -> Samples:
     """(a): one dedicated asyncpg connection per client; ``impl`` has ``post(conn, user,
     thread, call id) -> handle`` and ``answer(conn, handle)`` (``ReplayFloor``, or a
     prototype); ``setup`` runs once on each connection."""
-    conns = [await connect(url) for _ in stocks]
+    conns = [await floor_connect(url) for _ in stocks]
     for conn in conns:
         if setup:
             await conn.execute(setup)

@@ -203,16 +203,9 @@ async def run_level(url: str, plan: Plan, level: int, loaded: int, log_dir: Path
             say(f"level {level}: {plan.due:,} cards due, sweeping …")
             due = await sweep.with_due(services, url, conn, f"L{level}d", plan.due)
             say(f"  handed over in {due['seconds']} s")
-            if plan.variants:
-                say(f"level {level}: {plan.due:,} more due, set-wise prototype …")
-                proto = await sweep.with_due(services, url, conn, f"L{level}p", plan.due,
-                                             prototype=True)
-                say(f"  handed over in {proto['seconds']} s")
     finally:
         await conn.close()
     out["sweep"] = {"none_due": none, "due": due}
-    if plan.variants:
-        out["sweep"]["due_set_wise_prototype"] = proto
     return out
 
 

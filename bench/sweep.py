@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from bench import dataset, sweep_batch
+from bench import dataset
 from bench.stats import summary_ms
 from maxclaw.components import store as components_store
 
@@ -56,17 +56,13 @@ async def none_due(services: Any, conn: asyncpg.Connection, repeats: int) -> dic
 
 
 async def with_due(services: Any, url: str, conn: asyncpg.Connection, tag: str,
-                   count: int, prototype: bool = False) -> dict[str, Any]:
-    """Make ``count`` cards due, then time ``sweep_due_all`` handing every one to Main
-    (``prototype``: ``bench.sweep_batch``'s set-wise hand-over instead)."""
+                   count: int) -> dict[str, Any]:
+    """Make ``count`` cards due, then time ``sweep_due_all`` handing every one to Main."""
     await dataset.load(url, tag, count, due=True)
     claim = await claim_plan(conn, 500)
     before = await conn.fetchval("SELECT max(id) FROM messages")
     t0 = time.perf_counter()
-    if prototype:
-        result = await sweep_batch.sweep_all(url, 500)
-    else:
-        result = await services.components.sweep_due_all(500)
+    result = await services.components.sweep_due_all(500)
     seconds = time.perf_counter() - t0
     handoffs = await conn.fetchval("""
         SELECT count(*) FROM messages m JOIN threads t ON t.id = m.thread_id

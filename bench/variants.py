@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import floor, merged, roundtrip
+from bench.pg import execute_sql
 from bench.plan import Plan
 from bench.report import point_line, say
 from maxclaw.db.database import connect
@@ -49,14 +50,6 @@ async def _silence_turn_notify(url: str) -> str:
         await conn.close()
 
 
-async def _restore(url: str, definition: str) -> None:
-    conn = await connect(url)
-    try:
-        await conn.execute(definition)
-    finally:
-        await conn.close()
-
-
 async def run(url: str, plan: Plan, level: int, clients_list: list[int],
               script: floor.Script, log_dir: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
@@ -78,7 +71,7 @@ async def run(url: str, plan: Plan, level: int, clients_list: list[int],
                             roundtrip.ReplayFloor(script, after),
                             setup="SET maxclaw.notify = 'off'")
                     finally:
-                        await _restore(url, original)
+                        await execute_sql(url, original)
                 else:
                     samples = await roundtrip.floor_point(url, ids, stocks, tag, plan.warmup_s,
                                                           plan.duration_s, impl=merged)
@@ -86,3 +79,73 @@ async def run(url: str, plan: Plan, level: int, clients_list: list[int],
                             "reused_threads": sum(s.reused for s in stocks)})
                 say("  " + point_line(out[-1], None))
     return out
+
+
+async def _notify_interleaved(url: str, clients: list[int], rounds: int, seconds: float,
+                              ) -> list[dict[str, Any]]:
+    """(a), (a') and (a*) taking turns ``rounds`` times at each client count (fresh threads
+    each turn), the slices merged per mode: whether sending the hints after the commit pays,
+    in one run."""
+    from bench.loop import Samples
+    from bench.run import record_round_trip
+
+    script, _ = await record_round_trip(url)
+    out: list[dict[str, Any]] = []
+    warm = 0.5
+    async with roundtrip.in_process(url) as services:
+        identities = await roundtrip.make_identities(services, "VN", max(clients))
+    for n in clients:
+        ids = identities[:n]
+        parts: dict[str, list[Samples]] = {m: [] for m in (
+            "a", "a_no_notify", "a_notify_after_commit")}
+        for r in range(rounds):
+            for mode in parts:
+                stocks = await roundtrip.make_stocks(url, ids,
+                                                     roundtrip.stock_size(n, warm + seconds))
+                tag = f"VN{mode[2:6]}{n}r{r}"
+                if mode == "a":
+                    parts[mode].append(await roundtrip.floor_point(
+                        url, ids, stocks, tag, warm, seconds, roundtrip.ReplayFloor(script)))
+                    continue
+                after = HINT_AFTER_COMMIT if mode == "a_notify_after_commit" else None
+                original = await _silence_turn_notify(url)
+                try:
+                    parts[mode].append(await roundtrip.floor_point(
+                        url, ids, stocks, tag, warm, seconds,
+                        roundtrip.ReplayFloor(script, after),
+                        setup="SET maxclaw.notify = 'off'"))
+                finally:
+                    await execute_sql(url, original)
+        base = None
+        for mode, slices in parts.items():
+            point = {"mode": mode, **Samples.merge(slices).result(n)}
+            base = base or point["rate_per_s"]
+            out.append(point)
+            say("  " + point_line(point, base))
+    return out
+
+
+def main() -> None:
+    """``python -m bench.variants [--clients 1,4,16] [--rounds 3] [--seconds 2]``: the floor
+    with the hints inside the statements (a), with none (a'), and after each commit (a*)."""
+    import argparse
+    import json
+
+    from bench.pg import fresh_database
+
+    parser = argparse.ArgumentParser(prog="python -m bench.variants")
+    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--database-url")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    with fresh_database(args.database_url) as url:
+        points = roundtrip.run_async(_notify_interleaved(
+            url, [int(c) for c in args.clients.split(",")], args.rounds, args.seconds))
+    if args.out:
+        args.out.write_text(json.dumps(points, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -47,6 +48,11 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url, server = pg.start_embedded(base)
     yield url
     server.stop()  # type: ignore[attr-defined]
+    # The last worker's stop shuts the server down (its postmaster.pid goes); that worker
+    # deletes the run's data directory, or every run would leave gigabytes in /tmp (a full
+    # disk once failed CI's install step). Other workers leave it to the last one.
+    if not (base / "embedded-pg" / "pgdata" / "postmaster.pid").exists():
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -119,7 +125,11 @@ def app_settings(database_url: str, **overrides: Any) -> Settings:
 
 @dataclass
 class Actor:
-    """A user with a user token and an agent token, plus an HTTP client for each."""
+    """A user with a user token and an agent token, plus an HTTP client for each.
+
+    The agent token is the household's one runtime, Main's included, so it is made for Main
+    (``for_main``): since issue 14 an unbound agent token writes in the Main thread only when
+    it is. ``tests/trust/test_main_fence.py`` mints the plain kind and proves the fence."""
 
     name: str
     user_id: str
@@ -130,16 +140,21 @@ class Actor:
     agent: httpx.AsyncClient
 
 
-@dataclass
+@dataclass(repr=False)
 class Harness:
     app: Any
     services: Any
     client: httpx.AsyncClient
 
+    def __repr__(self) -> str:
+        # short: Hypothesis prints a failing example's arguments, and the services' repr (with
+        # their caches) ran to megabytes, so its "overly large repr" warning hid the failure
+        return f"Harness(database={self.services.settings.database_url!r})"
+
     async def actor(self, name: str) -> Actor:
         user_id, main = await self.services.auth.create_user(name)
         user_token = await self.services.auth.create_token(name, "user")
-        agent_token = await self.services.auth.create_token(name, "agent")
+        agent_token = await self.services.auth.create_token(name, "agent", for_main=True)
         return Actor(name, user_id, main, user_token, agent_token,
                      self.with_token(user_token), self.with_token(agent_token))
 

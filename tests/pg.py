@@ -14,14 +14,24 @@ import asyncpg
 from maxclaw.db import migrate
 from maxclaw.db.migrate import alembic_dir
 from maxclaw.db.urls import plain_url, with_database
+from maxclaw.ops import partition
 
 TEST_URL_ENV = "MAXCLAW_TEST_DATABASE_URL"
+# MAXCLAW_TEST_PARTITIONS=8: the template is hash-partitioned by user_id into 8 partitions after
+# the migrations (maxclaw.ops.partition, the local stand-in for a distributed database)
+PARTITIONS_ENV = "MAXCLAW_TEST_PARTITIONS"
+
+
+def partitions_from_env() -> int:
+    """How many partitions per user-owned table the test databases get (0: not partitioned)."""
+    value = os.environ.get(PARTITIONS_ENV, "").strip()
+    return int(value) if value else 0
 
 
 def migrations_fingerprint() -> str:
     """Changes whenever a migration file changes, so a stale template is never reused."""
     digest = hashlib.sha256()
-    for path in sorted(alembic_dir().rglob("*.py")):
+    for path in [*sorted(alembic_dir().rglob("*.py")), Path(partition.__file__)]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
@@ -38,9 +48,11 @@ async def _admin(server_url: str) -> asyncpg.Connection:
     return await asyncpg.connect(plain_url(server_url))
 
 
-async def ensure_template(server_url: str) -> str:
-    """Create the migrated template once per server (an advisory lock serialises workers)."""
-    name = f"maxclaw_tmpl_{migrations_fingerprint()}"
+async def ensure_template(server_url: str, partitions: int | None = None) -> str:
+    """Create the migrated template once per server (an advisory lock serialises workers),
+    partitioned when ``partitions`` (default: MAXCLAW_TEST_PARTITIONS) says so."""
+    partitions = partitions_from_env() if partitions is None else partitions
+    name = f"maxclaw_tmpl_{migrations_fingerprint()}" + (f"_p{partitions}" if partitions else "")
     conn = await _admin(server_url)
     try:
         await conn.execute("SELECT pg_advisory_lock(7356001)")
@@ -50,6 +62,9 @@ async def ensure_template(server_url: str) -> str:
             await conn.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
             await conn.execute(f'CREATE DATABASE "{building}"')
             await asyncio.to_thread(migrate.upgrade, with_database(server_url, building))
+            if partitions:
+                await asyncio.to_thread(partition.partition_database,
+                                        with_database(server_url, building), partitions)
             await conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
         await conn.execute("SELECT pg_advisory_unlock(7356001)")
     finally:

@@ -66,7 +66,8 @@ class LiveServer:
 async def make_user(services: Any, http: Callable[[str], httpx.AsyncClient], name: str) -> User:
     user_id, main = await services.auth.create_user(name)
     token = await services.auth.create_token(name, "user")
-    agent = await services.auth.create_token(name, "agent")
+    # the household's one runtime, Main's included (the fence: tests/trust/test_main_fence.py)
+    agent = await services.auth.create_token(name, "agent", for_main=True)
     return User(name, user_id, main, token, agent, http(token), http(agent))
 
 

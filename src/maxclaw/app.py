@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from maxclaw.api.errors import install_error_handlers
+from maxclaw.api.lean import install_lean_routes
 from maxclaw.api.middleware import AccessLog, BodyGuard
 from maxclaw.api.routes import ROUTERS
 from maxclaw.composition import Services, build_services
@@ -48,8 +49,11 @@ def create_app(settings: Settings) -> FastAPI:
 
     # FastAPI's built-in telemetry, left unconfigured, asks OpenTelemetry for its providers on
     # every request (~3% of an answer's CPU, bench/variants.py); we export Prometheus instead
+    # docs_url/redoc_url off: FastAPI's pages load Swagger UI/ReDoc from a CDN with an inline
+    # script; /docs is served from the package under the WebUI's CSP (web/apidocs.py)
     app = FastAPI(title="MaxClaw", version="0.1.0", lifespan=lifespan,
-                  telemetry={"tracing": False, "metrics": False, "logs": False})
+                  telemetry={"tracing": False, "metrics": False, "logs": False},
+                  docs_url=None, redoc_url=None)
     app.state.services = services
     app.state.metrics = metrics
     app.state.settings = settings
@@ -60,6 +64,8 @@ def create_app(settings: Settings) -> FastAPI:
                          include_in_schema=False)
     for router in ROUTERS:
         app.include_router(router)
+    # the agent's round trip and the claim, ahead of the routers (api/lean.py)
+    install_lean_routes(app)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
     app.add_middleware(AccessLog, metrics=metrics)
     return app

@@ -30,6 +30,9 @@ user_app = typer.Typer(no_args_is_help=True, help="Manage users.")
 token_app = typer.Typer(no_args_is_help=True, help="Manage API tokens.")
 app.add_typer(user_app, name="user")
 app.add_typer(token_app, name="token")
+db_app = typer.Typer(no_args_is_help=True,
+                     help="Database layout (the partitioned stand-in) and roles.")
+app.add_typer(db_app, name="db")
 
 DatabaseUrl = Annotated[str | None, typer.Option(
     "--database-url", help="PostgreSQL URL (default: MAXCLAW_DATABASE_URL, else embedded).")]
@@ -76,6 +79,8 @@ def _unwind_on_sigterm() -> None:
 
 
 def migrate_or_fail(url: str) -> None:
+    import psycopg
+
     from maxclaw.db import migrate
     from maxclaw.db.urls import redact
 
@@ -83,6 +88,11 @@ def migrate_or_fail(url: str) -> None:
         migrate.upgrade(url)
     except Exception as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # at head, upgrading changes nothing and works as the service's DDL-less role; behind
+        # it, that role is refused: say who may migrate
+        if isinstance(getattr(exc, "orig", exc), psycopg.errors.InsufficientPrivilege):
+            reason += ("; this role may not change the schema: run `maxclaw migrate` as the "
+                       "schema's owner (MAXCLAW_MIGRATE_DATABASE_URL)")
         fail(f"cannot migrate the database at {redact(url)}: {reason}")
 
 
@@ -131,7 +141,7 @@ def serve(
         if not _database_answers(url):
             return
         keyring, legacy = _keys_or_fail(settings, url, embedded)
-        migrate_or_fail(direct_url(settings, url))
+        migrate_or_fail(migration_url(settings, url))
         settings = settings.model_copy(update={
             "database_url": url, "host": host or settings.host, "port": port or settings.port})
         if legacy:
@@ -237,18 +247,68 @@ def migrate(
     settings = Settings()
     with database(settings, database_url) as (url, _):
         if check:
-            _check_schema(direct_url(settings, url))
+            _check_schema(migration_url(settings, url))
             return
-        migrate_or_fail(direct_url(settings, url))
+        owner = migration_url(settings, url)
+        migrate_or_fail(owner)
         typer.echo("migrated to head")
+        if settings.app_role:  # the service's DDL-less role follows every migration
+            _grant_or_fail(owner, settings.app_role, settings.app_role_password)
+
+
+def _grant_or_fail(owner_url: str, role: str, password: str | None) -> None:
+    from maxclaw.db.roles import RoleError, grant_app_role
+    from maxclaw.db.urls import redact
+
+    try:
+        granted = grant_app_role(owner_url, role, password)
+    except RoleError as exc:
+        fail(str(exc))
+        return
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        fail(f"cannot grant role {role!r} at {redact(owner_url)}: {reason}")
+        return
+    typer.echo(f"role {role}: {'created, ' if granted.created else ''}data rights only "
+               f"(no DDL){'' if granted.read_all_stats else '; pg_read_all_stats not granted'}")
+
+
+@db_app.command("grant-app-role")
+def db_grant_app_role(
+    role: Annotated[str | None, typer.Argument(
+        help="The service's role (default: MAXCLAW_APP_ROLE).")] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Create (if missing) the role `serve` connects as and grant it rows only: SELECT,
+    INSERT, UPDATE, DELETE, sequences, no DDL. Run as the schema's owner
+    (MAXCLAW_MIGRATE_DATABASE_URL, else --database-url); the password, if any, comes from
+    MAXCLAW_APP_ROLE_PASSWORD. Idempotent; `maxclaw migrate` does it too when
+    MAXCLAW_APP_ROLE is set."""
+    settings = Settings()
+    role = role or settings.app_role
+    if not role:
+        fail("name the role: maxclaw db grant-app-role ROLE (or MAXCLAW_APP_ROLE)")
+        return
+    with database(settings, database_url) as (url, _):
+        owner = migration_url(settings, url)
+        migrate_or_fail(owner)
+        _grant_or_fail(owner, role, settings.app_role_password)
 
 
 def direct_url(settings: Settings, url: str) -> str:
-    """Where migrations run: the direct URL when the main one goes through a pooler (the
-    migration lock is a session lock, which PgBouncer's transaction mode does not keep)."""
+    """The direct URL when the main one goes through a pooler (the migration lock is a
+    session lock, which PgBouncer's transaction mode does not keep)."""
     if settings.listen_database_url and url == settings.database_url:
         return settings.listen_database_url
     return url
+
+
+def migration_url(settings: Settings, url: str) -> str:
+    """Where schema changes run: ``MAXCLAW_MIGRATE_DATABASE_URL`` (the schema's owner) for the
+    configured database, else the direct URL. ``serve``'s own role may have no DDL rights."""
+    if settings.migrate_database_url and url == settings.database_url:
+        return settings.migrate_database_url
+    return direct_url(settings, url)
 
 
 def _check_schema(url: str) -> None:
@@ -268,6 +328,27 @@ def _check_schema(url: str) -> None:
     raise typer.Exit(EXIT_CODES[result.state])
 
 
+@db_app.command("partition")
+def db_partition(
+    database_url: DatabaseUrl = None,
+    partitions: Annotated[int, typer.Option(
+        "--partitions", help="Hash partitions by user_id for each user-owned table.")] = 8,
+) -> None:
+    """Migrate, then rebuild every user-owned table as PARTITION BY HASH (user_id): the local
+    stand-in for a database distributed by user (docs/scaling.md). Empty databases only."""
+    from maxclaw.ops.partition import PartitionError, partition_counts, partition_database
+
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        target = migration_url(settings, url)
+        migrate_or_fail(target)
+        try:
+            partition_database(target, partitions)
+        except PartitionError as exc:
+            fail(str(exc))
+        typer.echo(json.dumps({"partitioned": partition_counts(target)}))
+
+
 @app.command()
 def prune(
     database_url: DatabaseUrl = None,
@@ -279,7 +360,7 @@ def prune(
 
     settings = Settings()
     with database(settings, database_url) as (url, _):
-        migrate_or_fail(direct_url(settings, url))
+        migrate_or_fail(migration_url(settings, url))
 
         async def work(services: Services) -> dict[str, int] | None:
             pruner = Pruner(services.db, services.settings, services.clock, services.metrics)
@@ -296,7 +377,7 @@ def sweep(database_url: DatabaseUrl = None) -> None:
     """One due-sweep pass; prints ``{"handed_to_main": n, "kept_open": n}``."""
     settings = Settings()
     with database(settings, database_url) as (url, _):
-        migrate_or_fail(url)
+        migrate_or_fail(migration_url(settings, url))
 
         async def work(services: Services) -> dict[str, int]:
             result: dict[str, int] = await services.components.sweep_due_all()
@@ -314,7 +395,7 @@ def restore_finish(database_url: DatabaseUrl = None) -> None:
 
     settings = Settings()
     with database(settings, database_url) as (url, _):
-        url = direct_url(settings, url)
+        url = migration_url(settings, url)  # it alters triggers and sets a sequence
         migrate_or_fail(url)
         try:
             counts = asyncio.run(finish_restore(url))
@@ -331,7 +412,7 @@ def user_create(name: str, database_url: DatabaseUrl = None,
     """Create a user and its Main thread."""
     settings = Settings()
     with database(settings, database_url) as (url, _):
-        migrate_or_fail(url)
+        migrate_or_fail(migration_url(settings, url))
 
         async def work(services: Services) -> tuple[str, str]:
             result: tuple[str, str] = await services.auth.create_user(name)
@@ -349,17 +430,21 @@ def token_create(
     user: Annotated[str, typer.Option("--user", help="The user's name.")],
     role: Annotated[str, typer.Option("--role", help="user or agent.")],
     thread: Annotated[str | None, typer.Option("--thread", help="Bind an agent token.")] = None,
+    for_main: Annotated[bool, typer.Option(
+        "--for-main", help="An unbound agent token that may also write in the Main thread "
+                           "(the runtime that runs Main); other agent tokens may not.")] = False,
     database_url: DatabaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Mint a token (printed once; only its hash is stored)."""
     settings = Settings()
     with database(settings, database_url) as (url, _):
-        migrate_or_fail(url)
+        migrate_or_fail(migration_url(settings, url))
 
         async def work(services: Services) -> str:
             # the service checks the role and says what is allowed; the CLI passes it through
-            token: str = await services.auth.create_token(user, cast("Role", role), thread)
+            token: str = await services.auth.create_token(user, cast("Role", role), thread,
+                                                          for_main=for_main)
             return token
 
         token = run_async(url, work)
@@ -374,7 +459,7 @@ def token_list(
     """List tokens (id, user, role, binding, created, expires, last used); never the tokens."""
     settings = Settings()
     with database(settings, database_url) as (url, _):
-        migrate_or_fail(url)
+        migrate_or_fail(migration_url(settings, url))
 
         async def work(services: Services) -> list[dict[str, Any]]:
             rows: list[dict[str, Any]] = await services.auth.list_all_tokens(user)
@@ -392,7 +477,7 @@ def token_revoke(
     """Revoke a token: every replica refuses it at once and closes its WebSockets."""
     settings = Settings()
     with database(settings, database_url) as (url, _):
-        migrate_or_fail(url)
+        migrate_or_fail(migration_url(settings, url))
 
         async def work(services: Services) -> bool:
             gone: bool = await services.auth.revoke_any(token_id)
@@ -413,7 +498,7 @@ def push_worker(database_url: DatabaseUrl = None) -> None:
     settings = Settings()
     configure_logging(settings.log_level, settings.log_json, settings.log_library_level)
     with database(settings, database_url) as (url, _):
-        migrate_or_fail(url)
+        migrate_or_fail(migration_url(settings, url))
         run_async(url, lambda services: run_worker(services.push.dispatcher))
 
 
@@ -421,7 +506,8 @@ def push_worker(database_url: DatabaseUrl = None) -> None:
 def agent(
     base_url: Annotated[str, typer.Option("--base-url", help="The MaxClaw server.")],
     token: Annotated[str, typer.Option("--token", envvar="MAXCLAW_AGENT_TOKEN",
-                                       help="An agent token (maxclaw token create --role agent).")],
+                                       help="An agent token (maxclaw token create --role agent; "
+                                            "--for-main to run Main's turns too).")],
     model: Annotated[str, typer.Option(
         "--model", help="openai (MAXCLAW_OPENAI_BASE_URL/_API_KEY/_MODEL) or scripted:FILE.")]
         = "openai",

@@ -43,6 +43,7 @@ from maxclaw.turns.lapse import LapseJob
 from maxclaw.turns.listener import TurnListener
 from maxclaw.turns.messages import AgentMessageService
 from maxclaw.turns.service import TurnService
+from maxclaw.web.apidocs import DocsAssets
 from maxclaw.web.assets import WebAssets
 
 
@@ -68,6 +69,7 @@ class Services:
     mcp_http: McpHttpApp
     realtime: RealtimeHub
     web_assets: WebAssets
+    docs_assets: DocsAssets  # /docs: Swagger UI from the package (no CDN)
     jobs: tuple[Job, ...]
     quotas: Quotas
 
@@ -94,15 +96,19 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
     tools = ToolService(db, components, timeline)
     agent_messages = AgentMessageService(db, secrets, tools)
     listener = TurnListener(db.listen_url)
-    turns = TurnService(db, clock, listener, secrets, lease_s=settings.turn_lease_s)
+    turns = TurnService(db, clock, listener, secrets, lease_s=settings.turn_lease_s,
+                        window_rows=settings.model_window_rows,
+                        window_bytes=settings.model_window_bytes)
     agent_threads = AgentThreadService(db, clock, timeline, secrets)
     mcp_http = McpHttpApp(auth, tools, agent_messages, agent_threads)
-    realtime = RealtimeHub(db, poll_s=settings.realtime_poll_s, registry=metrics.registry)
+    realtime = RealtimeHub(db, poll_s=settings.realtime_poll_s, registry=metrics.registry,
+                           batch_bytes=settings.realtime_batch_bytes)
     logfilter.install()
 
     jobs: list[Job] = []
     if settings.run_sweeper:
-        jobs.append(Sweeper(components, settings.sweep_interval_s, settings.sweep_batch))
+        jobs.append(Sweeper(components, settings.sweep_interval_s, settings.sweep_batch,
+                            presence))
         jobs.append(SecretSweeper(secrets, settings.sweep_interval_s))  # MAXCLAW_SECRET_TTL
     # with the dispatcher off (tests, API-only replicas) the adapters' connections are still
     # released at shutdown, in case something drove the dispatcher by hand
@@ -120,4 +126,5 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
                     decisions=decisions, push=push, tools=tools, agent_messages=agent_messages,
                     turns=turns, agent_threads=agent_threads, mcp_http=mcp_http,
                     realtime=realtime, web_assets=WebAssets.from_package(),
+                    docs_assets=DocsAssets.from_packages(),
                     jobs=tuple(jobs), quotas=quotas)

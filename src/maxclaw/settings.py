@@ -24,6 +24,15 @@ class Settings(BaseSettings):
     # A direct connection (not through a pooler) for LISTEN and for migrations' session lock;
     # default: database_url. Set it when database_url points at PgBouncer in transaction mode.
     listen_database_url: str | None = None
+    # Where migrations and the other schema changes (`maxclaw migrate`, `db partition`,
+    # `restore-finish`, and `serve`'s start-up migration) connect: the schema's owner, direct
+    # (not through a pooler). Default: listen_database_url, else database_url. Set it when
+    # database_url is a role without DDL rights (docs/operations.md, "Database roles").
+    migrate_database_url: str | None = None
+    # `maxclaw migrate` then grants this role data rights only (created if missing, with this
+    # password when given): what `maxclaw db grant-app-role` does alone
+    app_role: str | None = None
+    app_role_password: str | None = Field(default=None, repr=False)
     # "pgbouncer": the pool's connections keep no prepared statements across transactions
     # (asyncpg's statement cache off), as PgBouncer's transaction mode requires
     db_pooler: Literal["none", "pgbouncer"] = "none"
@@ -48,6 +57,13 @@ class Settings(BaseSettings):
 
     presence_ttl_s: float = 90.0
     turn_lease_s: float = 60.0
+    # the model window a claim hands over and each history page holds: the newest rows up to
+    # these caps (whole tool-call groups); older rows are read with next_before_id
+    model_window_rows: int = Field(default=500, ge=1)
+    model_window_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    # realtime: a catch-up page and a hub batch read at most this many bytes of rows (always
+    # at least one row), so one user's 1 MiB rows never make one read hold the event loop
+    realtime_batch_bytes: int = Field(default=1024 * 1024, ge=1024)
 
     # push
     push_allow_private_urls: bool = False

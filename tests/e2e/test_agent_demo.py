@@ -31,3 +31,7 @@ def test_demo_runs_end_to_end_and_prints_the_time_points() -> None:
     open_late = int(re.search(r"while the question was open: (\d+)", late).group(1))  # type: ignore[union-attr]
     assert open_late >= 3
     assert "(a blocking ask: 0)" in late
+    # the late card's agent changed its plan: it superseded its question and withdrew another
+    assert re.search(r"the plan changed, so the agent withdrew card \S+: superseded by card",
+                     late), late
+    assert 'the agent withdrew card' in late and "release tooling bumps" in late, late

@@ -82,8 +82,8 @@ async def test_two_replicas_and_two_sweepers_hand_over_each_card_once(
             statuses = await conn.fetch(
                 "SELECT status, count(*) FROM message_components GROUP BY status")
             handoffs = await conn.fetch(
-                "SELECT source_meta->'askHandoff'->>'componentId' AS cid, count(*) AS n"
-                "  FROM messages WHERE source_meta ? 'askHandoff' GROUP BY 1")
+                "SELECT source_meta->'askHandoff'->>'componentId' AS cid, role, count(*) AS n"
+                "  FROM messages WHERE source_meta ? 'askHandoff' GROUP BY 1, 2")
             audit = await conn.fetchval(
                 "SELECT count(*) FROM component_audit WHERE to_status = 'with-main'")
             main_turns = await conn.fetchval(
@@ -98,6 +98,9 @@ async def test_two_replicas_and_two_sweepers_hand_over_each_card_once(
             if loop.poll() is None:
                 loop.kill()
     assert {r["status"]: r["count"] for r in statuses} == {"with-main": DUE_CARDS}
-    assert len(handoffs) == DUE_CARDS and all(r["n"] == 1 for r in handoffs)
+    # per card one hand-off message in Main's thread ('user') and one history row in the
+    # asking thread ('event': where the question went)
+    assert len(handoffs) == 2 * DUE_CARDS and all(r["n"] == 1 for r in handoffs)
+    assert sorted({r["role"] for r in handoffs}) == ["event", "user"]
     assert audit == DUE_CARDS
     assert main_turns == 1

@@ -30,8 +30,10 @@ async def test_max_sees_his_answers_as_chips_not_as_the_models_text(
         server: ServerProcess, max_user: WebUser, browser: Browser) -> None:
     thread_id = await new_thread(max_user, "Status field rename")
     tab = await open_app(browser, server.base_url, max_user.user_token, thread_id)
-    call_id = await post_card(max_user, thread_id, CHOICE, TEXT, SECRET)
-    choice, text, secret = (f"{call_id}:{q}" for q in ("q1", "q2", "q3"))
+    # one-question cards: each answer is its own message (a card of several is sent at once,
+    # tests/e2e/test_webui_lifecycle.py)
+    choice, text, secret = [f"{await post_card(max_user, thread_id, q)}:{q['id']}"
+                            for q in (CHOICE, TEXT, SECRET)]
 
     await component(tab.page, choice).get_by_role("button", name=KEEP).click()
     chip = tab.page.locator(f'#timeline .msg.user .answer-chip[data-answers="{choice}"]')

@@ -76,7 +76,8 @@ async def make_user(database_url: str, base_url: str, name: str = "max") -> WebU
         auth = AuthService(db)
         user_id, main_id = await auth.create_user(name)
         user_token = await auth.create_token(name, "user")
-        agent_token = await auth.create_token(name, "agent")
+        # made for Main: these tests play Main's tools too (issue 14's fence)
+        agent_token = await auth.create_token(name, "agent", for_main=True)
     finally:
         await db.close()
 

@@ -211,6 +211,38 @@ async def test_early_and_late_answers_lead_to_different_results(make_rig: Any) -
     assert scenario.ORDERS_KEEP != scenario.ORDERS_DROP
 
 
+async def test_when_the_plan_changes_the_runtime_supersedes_and_withdraws(
+        make_rig: Any) -> None:
+    """The plan-change scenario: two questions asked, then one step that re-asks the first
+    (``supersedes``) and withdraws the second; the turn ends with only the new card open, and
+    the answer to it is used like any other."""
+    rig: Rig = await make_rig(script=scenario.level4_script(plan_change=True))
+    first = await rig.runtime.run_once()
+    assert first is not None and first.finished is not None
+    async with rig.harness.services.db.connection() as conn:
+        rows = {r["id"]: dict(r) for r in await conn.fetch(
+            "SELECT id, status, withdrawn_reason, superseded_by FROM message_components"
+            " WHERE thread_id = $1::uuid ORDER BY posted_at, id", rig.thread_id)}
+    statuses = [r["status"] for r in rows.values()]
+    assert statuses == ["withdrawn", "withdrawn", "open"], rows
+    old, version, new = rows
+    assert rows[old]["superseded_by"] == new.rsplit(":", 1)[0]
+    assert rows[version]["withdrawn_reason"] == scenario.VERSION_WITHDRAWN
+    assert first.finished.open_components == [new]
+    # the superseding card and the withdrawal were one step (one model request)
+    assert first.requests == 7  # ask, ask-version, read, replan, read, grep, wait
+    answered = await rig.actor.user.post(f"/v1/components/{new}/answer",
+                                         json={"selected": ["keep"]})
+    assert answered.status_code == 200, answered.text
+    for gone, option in ((old, "keep"), (version, "yes")):  # withdrawn: no answer lands
+        refused = await rig.actor.user.post(f"/v1/components/{gone}/answer",
+                                            json={"selected": [option]})
+        assert refused.status_code == 409 and refused.json()["code"] == "withdrawn"
+    second = await rig.runtime.run_once()
+    assert second is not None
+    assert (rig.workspace / "orders.py").read_text() == scenario.ORDERS_KEEP
+
+
 async def test_interjection_mid_turn_is_delivered_at_the_next_step(make_rig: Any) -> None:
     async def hook(n: int, _: list[dict[str, Any]]) -> None:
         if n == 2:

@@ -83,7 +83,7 @@ async def plant_answer(harness: Harness, actor: Actor, thread_id: str, component
             {"componentAnswer": {"componentId": component_id, "answeredBy": "max",
                                  "via": "card"}}, sensitive)
         await conn.execute("INSERT INTO turns (user_id, thread_id) VALUES ($1::uuid, $2::uuid) "
-                           "ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') "
+                           "ON CONFLICT (user_id, thread_id) WHERE status IN ('queued', 'running') "
                            "DO NOTHING", actor.user_id, thread_id)
     return int(message_id)
 
@@ -365,8 +365,9 @@ async def test_input_racing_finish_is_never_stranded(harness: Harness) -> None:
             "VALUES ($1::uuid, $2::uuid, 'user', 'late words')", max_.user_id, thread)
         # the running turn makes this wake a no-op, exactly as in production
         await writer.execute("INSERT INTO turns (user_id, thread_id) VALUES ($1::uuid, $2::uuid) "
-                             "ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') "
-                             "DO NOTHING", max_.user_id, thread)
+                             "ON CONFLICT (user_id, thread_id) "
+                             "WHERE status IN ('queued', 'running') DO NOTHING",
+                             max_.user_id, thread)
         finishing = asyncio.create_task(max_.agent.post(f"/v1/agent/turns/{turn['id']}/finish"))
         blocked = asyncio.create_task(wait_for_lock_waiters(harness.services.db))
         await asyncio.wait({finishing, blocked}, return_when=asyncio.FIRST_COMPLETED)

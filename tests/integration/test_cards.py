@@ -258,7 +258,7 @@ async def test_watching_means_an_hour_and_no_carrier(harness: Harness) -> None:
         minutes = await conn.fetchval(
             "SELECT extract(epoch FROM due_at - posted_at) / 60 FROM message_components")
     assert 59 <= float(minutes) <= 61
-    await harness.services.presence.leave("conn-1")
+    await harness.services.presence.leave("conn-1", a.user_id)
     _, content = await post_card(a.agent, tid, CHOICE, main_after_minutes=5)
     got = (await a.user.get(f"/v1/components/{content['components'][0]['id']}")).json()
     assert got["decision_id"] is not None

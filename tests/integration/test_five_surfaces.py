@@ -84,6 +84,9 @@ async def test_five_surface_race(push_harness: Harness, with_main: bool, round_:
     answers = [m for m in msgs if (m["source_meta"] or {}).get("componentAnswer")]
     assert len(answers) == 1
     async with h.services.db.connection() as conn:
-        kinds = [r["kind"] for r in await conn.fetch(
-            "SELECT kind FROM push_outbox WHERE decision_id = $1 ORDER BY id", decision_id)]
-    assert kinds == ["notify", "withdraw"]
+        kinds = [(r["kind"], r["payload"]["kind"]) for r in await conn.fetch(
+            "SELECT kind, payload FROM push_outbox WHERE decision_id = $1 ORDER BY id",
+            decision_id)]
+    # exactly one withdraw; when Main won, Max is then told what it answered (issue 16)
+    told = [("notify", "main-answered")] if winners == ["main"] else []
+    assert kinds == [("notify", "agent-question"), ("withdraw", "withdraw"), *told]

@@ -198,3 +198,24 @@ async def test_withdraw_answer_main_and_expiry_race_one_winner(harness: Harness)
         assert answers == (1 if winner in ("answered", "main-answered") else 0)
         assert await count(harness, "SELECT count(*) FROM component_audit"
                            " WHERE component_id = $1 AND from_status = 'with-main'", cid) == 1
+
+
+async def test_a_card_swept_to_main_keeps_its_expiry_on_the_card(harness: Harness) -> None:
+    """The due sweep's mirror writes every state field: a card that expires and goes to Main
+    first still shows when it expires (the sweep's mirror once wrote expires_at as null)."""
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    _, content = await post_card(a.agent, tid, CHOICE, main_after_minutes=5,
+                                 expires_after_minutes=60)
+    cid = content["components"][0]["id"]
+    expires_at = (await component(a, cid))["expires_at"]
+    assert expires_at is not None
+    services = harness.services
+    moved = await services.components.sweep_due(now=services.clock.now() + timedelta(minutes=6))
+    assert moved["handed_to_main"] == 1
+    async with services.db.connection() as conn:
+        state = await conn.fetchval(
+            "SELECT display->'states'->$2 FROM messages WHERE thread_id = $1::uuid"
+            " AND display ? 'states'", tid, cid)
+    assert state["status"] == "with-main" and state["expires_at"] == expires_at, state
+    assert (await component(a, cid))["expires_at"] == expires_at

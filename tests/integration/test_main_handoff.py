@@ -238,7 +238,9 @@ async def test_the_full_revoke_story(harness: Harness) -> None:
              ("main-answer" if meta.get("componentAnswer", {}).get("answeredBy") == "main" else
               "max-answer" if "componentAnswer" in meta else
               "event:" + meta["askHandoff"]["phase"]) for role, meta in story]
-    assert kinds == ["assistant", "tool", "main-answer", "event:revoked", "max-answer"]
+    # the non-waking history rows (issue 16) say where the question went before each answer
+    assert kinds == ["assistant", "tool", "event:with-main", "event:main-answered",
+                     "main-answer", "event:revoked", "max-answer"]
     assert (await a.user.get("/v1/decisions")).json()["decisions"] == []
 
 
@@ -314,9 +316,11 @@ async def test_concurrent_sweepers_hand_each_card_over_once(harness: Harness) ->
     assert handed == 80
     async with harness.services.db.connection() as conn:
         counts = await conn.fetch(
-            "SELECT source_meta->'askHandoff'->>'componentId' AS cid, count(*) FROM messages"
-            " WHERE source_meta ? 'askHandoff' GROUP BY 1")
-    assert len(counts) == 80 and all(r["count"] == 1 for r in counts)
+            "SELECT source_meta->'askHandoff'->>'componentId' AS cid, role, count(*)"
+            " FROM messages WHERE source_meta ? 'askHandoff' GROUP BY 1, 2")
+    # one hand-off message in Main's thread and one history row in the asking thread per card
+    assert len(counts) == 160 and all(r["count"] == 1 for r in counts)
+    assert sorted({r["role"] for r in counts}) == ["event", "user"]
 
 
 async def test_sweep_uses_the_partial_index(harness: Harness) -> None:

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from maxclaw.components import tool_store
-from tests.cards import CHOICE, TEXT, ask_args, execute, new_thread
+from maxclaw.push.payload import build_payload
+from tests.cards import CHOICE, SECRET, TEXT, ask_args, execute, new_thread, post_card
 from tests.conftest import Harness
 
 
@@ -173,11 +174,112 @@ async def test_a_post_losing_the_race_at_the_unique_index_replays(
     read = tool_store.post_context
 
     async def blind(*args: Any) -> Any:
-        thread, _done, watching = await read(*args)
-        return thread, [], watching
+        thread, _done, watching, live = await read(*args)
+        return thread, [], watching, live
 
     monkeypatch.setattr(tool_store, "post_context", blind)
     second = await _post(a.agent, tid, body)
     assert second.status_code == 201, second.text
     assert second.json() == first.json()
     assert await _counts(harness, tid) == (1, 1, 1, 1)
+
+
+async def _rows(h: Harness, sql: str, *args: Any) -> list[dict[str, Any]]:
+    async with h.services.db.connection() as conn:
+        return [dict(r) for r in await conn.fetch(sql, *args)]
+
+
+async def test_one_statement_post_and_answer_queue_and_withdraw_pushes(harness: Harness) -> None:
+    """The post's one statement queues each carrier's notification per device with the
+    carrier's own id in the payload; the answer's one statement settles the carrier, cancels
+    the notification never sent (no withdraw for it) and withdraws the one shown, writes the
+    answer message and queues the thread's turn."""
+    a = await harness.actor("max")
+    for n in range(2):
+        await _rows(harness, "INSERT INTO push_devices (user_id, platform, config)"
+                             " VALUES ($1, 'log', $2) RETURNING id", a.user_id,
+                    {"address": f"dev-{n}"})
+    tid = await new_thread(a.user, title="Refactor")
+    resp = await _post(a.agent, tid, _row(("call_p1", "ask_user_question", ask_args(CHOICE))))
+    assert resp.status_code == 201, resp.text
+    [decision] = await _rows(harness, "SELECT * FROM decisions WHERE thread_id = $1::uuid", tid)
+    queued = await _rows(harness, "SELECT * FROM push_outbox ORDER BY id")
+    assert [(r["kind"], r["decision_id"]) for r in queued] == [("notify", decision["id"])] * 2
+    assert all(r["payload"] == build_payload({**decision, "thread_id": tid}, "Refactor")
+               for r in queued)
+    shown, unsent = queued
+    await _rows(harness, "UPDATE push_outbox SET status = 'sent', attempts = 1 WHERE id = $1"
+                         " RETURNING id", shown["id"])
+
+    answered = await a.user.post("/v1/components/call_p1:q1/answer", json={"selected": ["keep"]})
+    assert answered.status_code == 200, answered.text
+    [settled] = await _rows(harness, "SELECT * FROM decisions WHERE id = $1", decision["id"])
+    assert (settled["status"], settled["settled_via"]) == ("settled", "card")
+    after = {r["id"]: r for r in await _rows(harness, "SELECT * FROM push_outbox")}
+    assert after[unsent["id"]]["status"] == "dead"
+    withdraws = [r for r in after.values() if r["kind"] == "withdraw"]
+    assert [w["device_id"] for w in withdraws] == [shown["device_id"]]
+    assert withdraws[0]["payload"] == {"v": 1, "kind": "withdraw",
+                                       "collapse_id": "ask:call_p1:q1"}
+    [message] = await _rows(harness, "SELECT * FROM messages WHERE thread_id = $1::uuid"
+                                     " AND role = 'user'", tid)
+    assert message["source_meta"]["componentAnswer"]["componentId"] == "call_p1:q1"
+    [audit] = await _rows(harness, "SELECT * FROM component_audit WHERE component_id = $1",
+                          "call_p1:q1")
+    assert (audit["from_status"], audit["to_status"], audit["via"]) == ("open", "answered",
+                                                                       "card")
+    turns = await _rows(harness, "SELECT status FROM turns WHERE thread_id = $1::uuid", tid)
+    assert [t["status"] for t in turns] == ["queued"]
+    # a second answer loses the CAS and writes nothing
+    again = await a.user.post("/v1/components/call_p1:q1/answer", json={"selected": ["drop"]})
+    assert again.status_code == 409 and again.json()["code"] == "settled", again.text
+    assert len(await _rows(harness, "SELECT id FROM push_outbox")) == 3
+    assert len(await _rows(harness, "SELECT id FROM messages WHERE thread_id = $1::uuid"
+                                    " AND role = 'user'", tid)) == 1
+
+
+async def test_a_stale_turn_writes_nothing_and_the_running_one_posts(harness: Harness) -> None:
+    """The one-statement post keeps the fencing token: a turn that is not the thread's
+    running one is refused (409) and nothing is written; the running turn's post goes in."""
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    said = await a.user.post(f"/v1/threads/{tid}/messages", json={"body": "go"})
+    assert said.status_code == 201, said.text
+    claim = await a.agent.post("/v1/agent/turns/claim", json={"wait_s": 0, "runtime_id": "rt"})
+    assert claim.status_code == 200, claim.text
+    turn_id = claim.json()["turn"]["id"]
+    stale = await _post(a.agent, tid, {**_row(("call_t1", "ask_user_question",
+                                                ask_args(CHOICE))), "turn_id": turn_id + 1000})
+    assert stale.status_code == 409, stale.text
+    assert await _counts(harness, tid) == (0, 0, 0, 0)
+    fresh = await _post(a.agent, tid, {**_row(("call_t1", "ask_user_question",
+                                                ask_args(CHOICE))), "turn_id": turn_id})
+    assert fresh.status_code == 201, fresh.text
+    assert await _counts(harness, tid) == (1, 1, 1, 1)
+    rows = await _rows(harness, "SELECT role, turn_id FROM messages WHERE thread_id = $1::uuid"
+                                " AND role IN ('assistant', 'tool') ORDER BY id", tid)
+    assert rows == [{"role": "assistant", "turn_id": turn_id}, {"role": "tool", "turn_id": turn_id}]
+
+
+async def test_a_post_echoing_a_secret_is_sealed_and_executed(harness: Harness) -> None:
+    """The echo check's rows come with the post's read; a row that echoes a live secret is
+    stored masked and sensitive, its original sealed, and its card still posted."""
+    a = await harness.actor("max")
+    tid = await new_thread(a.user)
+    call_id, _ = await post_card(a.agent, tid, SECRET)
+    planted = "sk-echo-0c7e51a9d2"
+    resp = await a.user.post(f"/v1/components/{call_id}:q3/answer", json={"text": planted})
+    assert resp.status_code == 200, resp.text
+    body = {**_row(("call_e1", "ask_user_question", ask_args(CHOICE))),
+            "content": f"Deploying with {planted} now."}
+    posted = await _post(a.agent, tid, body)
+    assert posted.status_code == 201, posted.text
+    assert posted.json()["results"][0]["status"] == 200
+    [row] = await _rows(harness, "SELECT id, body, sensitive FROM messages WHERE id = $1",
+                        posted.json()["id"])
+    assert row["sensitive"] is True and planted not in row["body"]
+    kinds = await _rows(harness, "SELECT kind FROM message_secrets WHERE message_id = $1",
+                        row["id"])
+    assert kinds == [{"kind": "echo"}]
+    assert len(await _rows(harness, "SELECT id FROM message_components WHERE id = $1",
+                           "call_e1:q1")) == 1

@@ -27,7 +27,7 @@ async def test_focus_lapses_after_its_ttl_and_on_leave(harness: Harness) -> None
     assert await presence.is_watching(a.user_id, tid)
     await presence.focus("conn-a", a.user_id, other)  # focus moved
     assert not await presence.is_watching(a.user_id, tid)
-    await presence.leave("conn-a")
+    await presence.leave("conn-a", a.user_id)
     assert not await presence.is_watching(a.user_id, other)
 
 

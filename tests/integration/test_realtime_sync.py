@@ -202,8 +202,8 @@ async def test_a_secret_body_never_reaches_a_frame(srv: LiveServer) -> None:
     async with srv.services.db.transaction() as conn:
         row = await timeline_store.insert_message(conn, user_id=max_.user_id, thread_id=tid,
                                                   role="user", body=secret, sensitive=True)
-    await client.until(lambda: ("messages", row["id"]) in client.state)
-    assert client.state[("messages", row["id"])]["body"] is None
+    await client.until(lambda: ("messages", row.id) in client.state)
+    assert client.state[("messages", row.id)]["body"] is None
     # and one through the real path: a secret card answered on the card
     call_id, _ = await post_card(max_.agent, tid, SECRET)
     resp = await max_.http.post(f"/v1/components/{call_id}:q3/answer",

@@ -19,7 +19,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from maxclaw.db import migrate
-from maxclaw.db.schema import SYNCED_TABLES, XID8, metadata
+from maxclaw.db.schema import SYNCED_TABLES, XID8, live_sql, metadata
 from maxclaw.db.urls import plain_url, sqlalchemy_url, with_database
 
 Snapshot = dict[str, list[tuple[Any, ...]]]
@@ -45,7 +45,7 @@ CATALOG_QUERIES = {
          ORDER BY 1, 2""",
 }
 
-# What only the migration declares (metadata has no triggers, functions or free sequences).
+# What metadata does not declare (triggers, functions, free sequences): live.sql declares it.
 PROGRAMMABLE_QUERIES = {
     "triggers": """
         SELECT event_object_table, trigger_name, action_timing, event_manipulation
@@ -57,10 +57,25 @@ PROGRAMMABLE_QUERIES = {
          WHERE sequence_schema = 'public' ORDER BY 1""",
 }
 
+# The whole definitions, so live.sql is checked word for word (whitespace aside), not by name.
+DEFINITION_QUERIES = {
+    "function_definitions": """
+        SELECT proname, pg_get_functiondef(oid) FROM pg_proc
+         WHERE pronamespace = 'public'::regnamespace ORDER BY 1""",
+    "trigger_definitions": """
+        SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger
+         WHERE NOT tgisinternal ORDER BY 1""",
+}
+
+
+def _words(value: Any) -> Any:
+    """A definition with its whitespace collapsed (layout is free; words are not)."""
+    return " ".join(value.split()) if isinstance(value, str) else value
+
 
 def snapshot(url: str, queries: dict[str, str]) -> Snapshot:
     with psycopg.connect(plain_url(url), autocommit=True) as conn:
-        return {name: [tuple(row) for row in conn.execute(sql).fetchall()]
+        return {name: [tuple(_words(v) for v in row) for row in conn.execute(sql).fetchall()]
                 for name, sql in queries.items()}
 
 
@@ -79,7 +94,8 @@ def head_revision() -> str:
 
 @pytest.fixture
 def declared_database(pg_server: str) -> Iterator[str]:
-    """A database built by ``metadata.create_all`` (the declared schema, no migrations)."""
+    """A database built from the declared schema alone: ``metadata.create_all`` and then
+    ``live.sql`` (no migrations)."""
     name = f"d_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(plain_url(pg_server), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -87,6 +103,8 @@ def declared_database(pg_server: str) -> Iterator[str]:
     engine = sa.create_engine(sqlalchemy_url(url), poolclass=sa.pool.NullPool)
     metadata.create_all(engine)
     engine.dispose()
+    with psycopg.connect(plain_url(url), autocommit=True) as conn:
+        conn.execute(live_sql().encode())  # several statements: the simple query protocol
     yield url
     with psycopg.connect(plain_url(pg_server), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -117,6 +135,16 @@ def test_upgrade_head_equals_the_declared_metadata(empty_database: str,
                                                                  CATALOG_QUERIES)
     assert sorted(public_tables(empty_database)) == sorted(
         [*metadata.tables, "alembic_version"])
+
+
+def test_upgrade_head_equals_live_sql(empty_database: str, declared_database: str) -> None:
+    # the sequence, functions and triggers, definitions included: live.sql is the present
+    migrate.upgrade(empty_database)
+    programmable = {**PROGRAMMABLE_QUERIES, **DEFINITION_QUERIES}
+    migrated = snapshot(empty_database, programmable)
+    assert migrated["function_definitions"]
+    assert migrated["trigger_definitions"]
+    assert migrated == snapshot(declared_database, programmable)
 
 
 def test_every_table_carries_user_id() -> None:

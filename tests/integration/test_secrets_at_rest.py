@@ -34,9 +34,18 @@ async def answer_secret(a: Actor, tid: str, value: str) -> str:
 
 
 async def claim_text(a: Actor) -> str:
+    """The model-facing text of a claim and of every older history page (the claim hands
+    over only the model window; ``next_before_id`` reaches the rest)."""
     claim = await a.agent.post("/v1/agent/turns/claim", json={"wait_s": 0})
     assert claim.status_code == 200, claim.text
-    return claim.text
+    texts, page = [claim.text], claim.json()
+    while page["next_before_id"] is not None:
+        older = await a.agent.get(f"/v1/agent/threads/{page['thread']['id']}/history",
+                                  params={"before_id": page["next_before_id"]})
+        assert older.status_code == 200, older.text
+        texts.append(older.text)
+        page = {**older.json(), "thread": page["thread"]}
+    return "\n".join(texts)
 
 
 async def secret_rows(h: Harness) -> list[dict[str, Any]]:

@@ -50,12 +50,18 @@ async def _expire(h: Harness, cid: str) -> int:
     return n
 
 
-async def _bring_to(h: Harness, a: Actor, status: Status, *, personal: bool = False) -> str:
+async def _bring_to(h: Harness, a: Actor, status: Status, *, personal: bool = False,
+                   watched: bool = False) -> str:
     """A fresh card whose first component is in ``status``; ``personal``: one Main may not
-    take (a secret beside it), so the sweep keeps it open."""
+    take (a secret beside it), so the sweep keeps it open; ``watched``: posted while Max
+    watched its thread (no carrier), and he has left since."""
     tid = await new_thread(a.user)
     questions = (CHOICE, SECRET) if personal else (CHOICE,)
+    if watched:
+        await h.services.presence.focus("walk", a.user_id, tid)
     _, content = await post_card(a.agent, tid, *questions)
+    if watched:
+        await h.services.presence.leave("walk", a.user_id)
     cid = str(content["components"][0]["id"])
     if status is Status.OPEN:
         return cid
@@ -125,6 +131,11 @@ async def _request(h: Harness, a: Actor, t: Transition, cid: str) -> tuple[int, 
     if t.name == "to-main" and t.surface is Surface.CARD:
         resp = await a.user.post(f"/v1/components/{cid}/to-main")
         return resp.status_code, None if resp.status_code == 200 else resp.json()["code"]
+    if t.name == "revoke" and t.surface is Surface.PUSH:
+        comp = (await a.user.get(f"/v1/components/{cid}")).json()
+        resp = await a.user.post("/v1/push/actions", json={
+            "decision_id": comp["decision_id"], "action": "revoke"})
+        return resp.status_code, None if resp.status_code == 200 else resp.json()["code"]
     if t.name == "revoke":
         resp = await a.user.post(f"/v1/components/{cid}/revoke")
         return resp.status_code, None if resp.status_code == 200 else resp.json()["code"]
@@ -141,6 +152,9 @@ async def _request(h: Harness, a: Actor, t: Transition, cid: str) -> tuple[int, 
         return code, None if code == 200 else body["code"]
     if t.name == "expire":
         return (200, None) if await _expire(h, cid) == 1 else (409, "not_claimed")
+    if t.name == "unwatched":
+        n = await h.services.components.sweep_unwatched()
+        return (200, None) if n == 1 else (409, "not_claimed")
     assert t.surface is Surface.SWEEP
     # the sweeper only claims due cards: make this one due whatever its status, so that only
     # the table's from-states keep it out
@@ -166,7 +180,8 @@ async def test_walk_the_table_from(harness: Harness, status: Status) -> None:
     for t in TRANSITIONS:
         # the sweep keeps open only what Main may not take, and hands over only what it may
         cid = await _bring_to(harness, a, status,
-                              personal=t.name == "keep-open" and status is Status.OPEN)
+                              personal=t.name == "keep-open" and status is Status.OPEN,
+                              watched=t.name == "unwatched")
         before = await _snapshot(harness, a, cid)
         code, error = await _request(harness, a, t, cid)
         after = await _snapshot(harness, a, cid)
@@ -184,7 +199,7 @@ async def test_walk_the_table_from(harness: Harness, status: Status) -> None:
             assert after["audits"] == before["audits"] + expected_audits, label
             # each row's listed effects happened: one message per message-writing effect
             writes = {Effect.ANSWER_MESSAGE, Effect.HANDOFF_MESSAGE, Effect.REVOKE_EVENT,
-                      Effect.EXPIRY_EVENT}
+                      Effect.EXPIRY_EVENT, Effect.ORIGIN_EVENT}
             told = int(Effect.TELL_MAIN in t.effects and status is Status.WITH_MAIN)
             assert after["messages"] - before["messages"] == (
                 len(writes & set(t.effects)) + told), label

@@ -38,6 +38,52 @@ ACCEPTED: dict[str, set[str]] = {
 }
 
 
+# 0006_user_keys: every key of user-owned data gains user_id (docs/scaling.md). Primary keys
+# (table: old key column) and foreign keys (table, column, target) as this test expects them.
+_0006_PRIMARY_KEYS = {"threads": "id", "api_tokens": "id", "messages": "id", "decisions": "id",
+                      "component_audit": "id", "turns": "id", "presence": "connection_id",
+                      "push_devices": "id", "push_outbox": "id", "push_action_tokens": "id",
+                      "message_secrets": "message_id"}
+_0006_FOREIGN_KEYS = [
+    ("api_tokens", "thread_id", "threads"), ("messages", "thread_id", "threads"),
+    ("decisions", "thread_id", "threads"), ("message_components", "thread_id", "threads"),
+    ("message_components", "message_id", "messages"),
+    ("message_components", "tool_message_id", "messages"),
+    ("message_components", "decision_id", "decisions"), ("turns", "thread_id", "threads"),
+    ("presence", "thread_id", "threads"), ("push_outbox", "device_id", "push_devices"),
+    ("push_outbox", "decision_id", "decisions"), ("ws_tickets", "token_id", "api_tokens"),
+    ("push_action_tokens", "decision_id", "decisions"),
+    ("push_action_tokens", "device_id", "push_devices"),
+    ("message_secrets", "message_id", "messages"), ("message_secrets", "thread_id", "threads")]
+
+
+def _user_keys_0006() -> set[str]:
+    found: set[str] = set()
+    for table, old in _0006_PRIMARY_KEYS.items():
+        found |= {f"{table} gained a PRIMARY KEY constraint: PRIMARY KEY (user_id, {old})",
+                  f"{table} gained a unique index: public.{table} USING btree (user_id, {old})",
+                  f"{table} lost a PRIMARY KEY constraint: PRIMARY KEY ({old}) (the previous "
+                  "release's ON CONFLICT may name it)"}
+    for table, column, target in _0006_FOREIGN_KEYS:
+        action = "SET NULL (decision_id)" if table == "message_components" and \
+            column == "decision_id" else "CASCADE"
+        found.add(f"{table} gained a FOREIGN KEY constraint: FOREIGN KEY (user_id, {column}) "
+                  f"REFERENCES {target}(user_id, id) ON DELETE {action}")
+    found.add("messages gained a unique index: public.messages USING btree "
+              "(user_id, thread_id, tool_call_id) WHERE (role = 'tool'::text)")
+    found.add("turns gained a unique index: public.turns USING btree (user_id, thread_id) "
+              "WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]))")
+    return found
+
+
+# Keys scoped by user (distribution by user_id, docs/scaling.md). The previous release's
+# `ON CONFLICT (thread_id) WHERE status IN (…)` on turns and `ON CONFLICT (connection_id)` on
+# presence fail once the old unique keys are gone, so 0005 replicas cannot queue a turn or
+# record presence after it: stop them, migrate, start the new ones. The new foreign keys only
+# say what every writer already does (a row's user is its thread's / message's user).
+ACCEPTED["0006_user_keys"] = _user_keys_0006()
+
+
 def revisions() -> list[str]:
     script = ScriptDirectory.from_config(migrate.alembic_config("postgresql://unused/x"))
     return [r.revision for r in reversed(list(script.walk_revisions()))]

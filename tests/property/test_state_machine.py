@@ -212,7 +212,9 @@ async def _database_state(url: str, user_id: str) -> dict[str, dict[str, Any]]:
             " (SELECT count(*) FROM messages m WHERE m.source_meta->'componentAnswer'"
             "   ->>'componentId' = c.id) AS answers,"
             " (SELECT count(*) FROM messages m WHERE m.source_meta->'askHandoff'->>'componentId'"
-            "   = c.id AND m.source_meta->'askHandoff'->>'phase' = 'with-main') AS handoffs,"
+            "   = c.id AND m.source_meta->'askHandoff'->>'phase' = 'with-main'"
+            # the asking thread's origin event (wakes: false) is history, not the hand-off
+            "   AND m.source_meta->'askHandoff'->'wakes' IS NULL) AS handoffs,"
             " (SELECT count(*) FROM messages m WHERE m.source_meta->'askHandoff'->>'componentId'"
             "   = c.id AND m.source_meta->'askHandoff'->>'phase' = 'revoked') AS revokes"
             " FROM message_components c WHERE c.user_id = $1::uuid", user_id)

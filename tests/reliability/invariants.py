@@ -17,7 +17,9 @@ What must hold whatever happened before (crashes, races, retries):
 - every carrier (``agent-question`` decision) agrees with its card: settled exactly when the
   card is answered, with the card's surface;
 - each push outbox row is in a legal state, and per (decision, device) the rows alternate
-  notify / withdraw, ending with what the decision's status calls for;
+  notify / withdraw — but for a notification that replaces the one before it (the news that
+  Main answered, the question handed back, the question reopened after the news) — ending with
+  what the decision's status calls for (a withdraw, or the news of Main's answer);
 - no turn is stranded: undelivered input (user and event rows with ``delivered_at`` NULL) always
   has a queued or running turn on its thread, and ``threads.turn_state`` mirrors that turn.
 """
@@ -110,7 +112,7 @@ async def _load(conn: asyncpg.Connection) -> dict[str, Any]:
         "components": rows(await conn.fetch(
             "SELECT id, user_id::text, thread_id::text, message_id, tool_message_id, kind, stakes,"
             " sensitive, status, answer, answered_by, answered_via, main_reason, due_at,"
-            " decision_id, answered_at FROM message_components ORDER BY id")),
+            " expires_at, decision_id, answered_at FROM message_components ORDER BY id")),
         "audit": rows(await conn.fetch(
             "SELECT component_id, user_id::text, from_status, to_status, actor, via"
             " FROM component_audit ORDER BY id")),
@@ -133,6 +135,7 @@ async def _load(conn: asyncpg.Connection) -> dict[str, Any]:
         "outbox": rows(await conn.fetch(
             "SELECT o.id, o.user_id::text, o.device_id, o.decision_id, o.kind, o.status,"
             " o.attempts, o.sent_at, o.lease_until, o.last_error,"
+            " o.payload->>'kind' AS payload_kind, o.payload ? 'main_note' AS handed_back,"
             " d.user_id::text AS device_user"
             " FROM push_outbox o LEFT JOIN push_devices d ON d.id = o.device_id ORDER BY o.id")),
         "stranded": rows(await conn.fetch(
@@ -164,9 +167,12 @@ def _check_components(data: dict[str, Any], report: Report) -> None:
             notices[(meta["componentAnswer"].get("componentId"), "answer")].append(row)
         else:
             hand = meta["askHandoff"]
-            notices[(hand.get("componentId"), hand.get("phase", "?"))].append(row)
+            # ``wakes: false`` marks an origin event: the asking thread's history line of
+            # where its question went (handed to Main, Main answered, handed back)
+            kind = "origin:" if hand.get("wakes") is False else ""
+            notices[(hand.get("componentId"), kind + hand.get("phase", "?"))].append(row)
     known = {c["id"] for c in data["components"]}
-    for cid, _phase in notices:
+    for cid, _kind in notices:
         if cid not in known:
             report.bad(f"{cid}: a service notice names a component that does not exist")
     for cid in trail:
@@ -247,6 +253,26 @@ def _check_handoff_messages(c: dict[str, Any], steps: list[dict[str, Any]],
     for msg in revokes:
         if msg["thread_id"] != c["thread_id"] or msg["role"] != "event":
             report.bad(f"{c['id']}: revoke event {msg['id']} is not an event in the asking thread")
+    _check_origin_events(c, steps, notices, report)
+
+
+# the moves whose asking thread is told, in its history, where the question went
+ORIGIN_PHASES = ("with-main", "main-answered", "handed-back")
+
+
+def _check_origin_events(c: dict[str, Any], steps: list[dict[str, Any]],
+                         notices: dict[tuple[str, str], list[dict[str, Any]]],
+                         report: Report) -> None:
+    """One non-waking event in the asking thread per move to Main, by Main or back."""
+    for phase in ORIGIN_PHASES:
+        events = notices.get((c["id"], "origin:" + phase), [])
+        moves = sum(s["to_status"] == phase for s in steps)
+        if len(events) != moves:
+            report.bad(f"{c['id']}: {len(events)} origin events for {moves} moves to {phase}")
+        for msg in events:
+            if msg["thread_id"] != c["thread_id"] or msg["role"] != "event":
+                report.bad(f"{c['id']}: origin event {msg['id']} ({phase}) is not an event in "
+                           "the asking thread")
 
 
 def _check_columns(c: dict[str, Any], report: Report) -> None:
@@ -304,8 +330,9 @@ def _check_mirror(c: dict[str, Any], tool: dict[str, Any] | None,
         if state.get(key) != c[key]:
             report.bad(f"{cid}: display.states.{key}={state.get(key)!r} but the row has "
                        f"{c[key]!r}")
-    if not _same_time(state.get("due_at"), c["due_at"]):
-        report.bad(f"{cid}: display due_at {state.get('due_at')} but the row has {c['due_at']}")
+    for key in ("due_at", "expires_at"):
+        if not _same_time(state.get(key), c[key]):
+            report.bad(f"{cid}: display {key} {state.get(key)} but the row has {c[key]}")
     report.counts["mirrors"] += 1
 
 
@@ -380,10 +407,12 @@ def _check_outbox(data: dict[str, Any], report: Report) -> None:
         # (cancelled before an attempt, or given up), which get no withdraw
         shown = [r for r in rows if not _unshown(r)]
         shown_kinds = [r["kind"] for r in shown]
-        if any(a == b for a, b in itertools.pairwise(shown_kinds)):
+        if any(a["kind"] == b["kind"] and not _replaces(a, b)
+               for a, b in itertools.pairwise(shown)):
             report.bad(f"outbox for decision {decision_id} / device {device_id}: "
                        f"kinds do not alternate: {kinds}")
-        if d["status"] != "open" and shown_kinds and shown_kinds[-1] != "withdraw":
+        if d["status"] != "open" and shown and shown[-1]["kind"] != "withdraw" \
+                and shown[-1]["payload_kind"] != "main-answered":
             report.bad(f"outbox for decision {decision_id} / device {device_id}: last row is "
                        f"{shown_kinds[-1]} for an {d['status']} decision")
         for earlier, later in itertools.pairwise(rows):
@@ -391,12 +420,26 @@ def _check_outbox(data: dict[str, Any], report: Report) -> None:
             if (earlier["kind"] == "notify" and earlier["status"] == "pending"
                     and later["kind"] == "withdraw"):
                 report.bad(f"outbox {earlier['id']}: a superseded notification is still pending")
-            # a withdraw only for a notification that was handed to the device's receiver
-            if later["kind"] == "withdraw" and (earlier["kind"] != "notify"
+        for i, later in enumerate(shown):
+            # a withdraw only for a notification that was handed to the device's receiver: the
+            # row before it that may have shown (a newer notification cancelled unsent leaves
+            # the older one on the device, and that one is what the withdraw removes)
+            earlier = shown[i - 1] if i else None
+            if later["kind"] == "withdraw" and (earlier is None or earlier["kind"] != "notify"
                                                 or earlier["attempts"] == 0):
                 report.bad(f"outbox {later['id']}: a withdraw for a notification never sent")
         if rows[0]["kind"] == "withdraw":
             report.bad(f"outbox {rows[0]['id']}: a withdraw with no notification before it")
+
+
+def _replaces(earlier: dict[str, Any], later: dict[str, Any]) -> bool:
+    """Two notifications in a row, the later replacing the earlier on the device (the same
+    collapse id): the news that Main answered replaces the question, the question handed
+    back replaces its first notification, and a question reopened by a revoke replaces the
+    news. Any other pair of notifications without a withdraw between is a duplicate."""
+    return earlier["kind"] == later["kind"] == "notify" and (
+        later["payload_kind"] == "main-answered" or bool(later["handed_back"])
+        or earlier["payload_kind"] == "main-answered")
 
 
 def _unshown(row: dict[str, Any]) -> bool:

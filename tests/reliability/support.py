@@ -24,7 +24,8 @@ from tests.conftest import ServerProcess, start_server
 
 @dataclass
 class Party:
-    """A user with its Main thread, a user token and an (unbound) agent token."""
+    """A user with its Main thread, a user token and an (unbound) agent token, made for Main
+    (the workload drives Main with it; issue 14 fences Main from other agent tokens)."""
 
     name: str
     user_id: str
@@ -43,7 +44,7 @@ async def provision(url: str, *names: str) -> list[Party]:
         for name in names:
             user_id, main = await auth.create_user(name)
             parties.append(Party(name, user_id, main, await auth.create_token(name, "user"),
-                                 await auth.create_token(name, "agent")))
+                                 await auth.create_token(name, "agent", for_main=True)))
         return parties
     finally:
         await db.close()

@@ -87,7 +87,12 @@ async def wait_drained(conn: Any, receiver: Receiver, timeout_s: float) -> tuple
             end = loop.time()
             return end - start, end - (first if first is not None else end)
         if loop.time() - start > timeout_s:
-            raise AssertionError(f"{left} rows still queued {timeout_s:g}s after the restart")
+            stuck = await conn.fetch(
+                "SELECT id, status, attempts, round(extract(epoch FROM next_attempt_at - now()))"
+                " AS due_in_s, last_error FROM push_outbox"
+                " WHERE status IN ('pending', 'sending') ORDER BY id LIMIT 10")
+            raise AssertionError(f"{left} rows still queued {timeout_s:g}s after the restart,"
+                                 f" e.g. {[dict(r) for r in stuck]}")
         await asyncio.sleep(0.02)
 
 

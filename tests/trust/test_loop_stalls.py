@@ -17,8 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from maxclaw.db.database import connect
 from tests.cards import ask_args, execute, new_thread, post_call
 from tests.e2e.test_realtime_server import Cluster
+from tests.realtime_support import Client
 
 BIG_ROWS = 12
 STALL_BOUND_MS = 100.0
@@ -111,3 +115,91 @@ async def test_no_request_moves_another_users_healthz_p99(database_url: str,
 def p99_of(seconds: list[float]) -> float:
     ms = sorted(s * 1000 for s in seconds)
     return ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
+
+
+# -- claim, history and catch-up over a huge thread (the model window and the byte budgets) --
+
+HUGE_GROUPS = 2_500  # four rows each: 10,000 rows in one thread
+MIB_ROWS = 24  # and this many 1 MiB rows
+HUGE_THREAD = """
+INSERT INTO messages (user_id, thread_id, role, body, tool_calls, tool_call_id, content)
+SELECT $1::uuid, $2::uuid, r.role, r.body, r.tool_calls, r.tool_call_id, r.content
+  FROM generate_series(1, $3) g, LATERAL (VALUES
+       (1, 'user', 'u' || g, NULL::jsonb, NULL, NULL::jsonb),
+       (2, 'assistant', 'a' || g, jsonb_build_array(jsonb_build_object(
+            'id', 'c' || g, 'name', 'shell', 'arguments', '{}'::jsonb)), NULL, NULL),
+       (3, 'user', 'w' || g, NULL, NULL, NULL),
+       (4, 'tool', NULL, NULL, 'c' || g, to_jsonb('t' || g))) r(ord, role, body, tool_calls,
+                                                                tool_call_id, content)
+ ORDER BY g, r.ord
+"""
+MIB_THREAD_ROWS = """
+INSERT INTO messages (user_id, thread_id, role, body)
+SELECT $1::uuid, $2::uuid, 'assistant', 'mib ' || g || ' ' || repeat('x', 1024 * 1024)
+  FROM generate_series(1, $3) g ORDER BY g
+"""
+
+
+@pytest.mark.slow  # ~35 s: 10,000 rows and 24 MiB through claim, history and a catch-up
+async def test_claim_history_and_catch_up_of_a_huge_thread_do_not_stall_others(
+        database_url: str, tmp_path: Path) -> None:
+    """One user's agent claims a thread of 10,000 rows and 24 MiB and pages its whole history
+    with the cursor, and the same user's client catches up over all of it from a null cursor,
+    while another process polls /healthz. Before the model window and the byte budgets a
+    claim read and encoded the whole thread at once, and a catch-up page held up to 500 of
+    those 1 MiB rows."""
+    cluster = Cluster(database_url, tmp_path)
+    prober: asyncio.subprocess.Process | None = None
+    try:
+        server = cluster.start()
+        eve = await cluster.user("eve", server)
+        tid = await new_thread(eve.http)
+        conn = await connect(database_url)
+        try:
+            await conn.execute(HUGE_THREAD, eve.user_id, tid, HUGE_GROUPS)
+            await conn.execute(MIB_THREAD_ROWS, eve.user_id, tid, MIB_ROWS)
+        finally:
+            await conn.close()
+        resp = await eve.http.post(f"/v1/threads/{tid}/messages", json={"body": "wake"})
+        assert resp.status_code == 201, resp.text
+
+        prober = await probe(server.base_url)
+        await asyncio.sleep(2.0)  # the baseline
+        load_start = time.monotonic()
+        claim = await eve.agent.post("/v1/agent/turns/claim", json={"wait_s": 0})
+        assert claim.status_code == 200, claim.text
+        largest = len(claim.content)
+        pages, before = 1, claim.json()["next_before_id"]
+        while before is not None:
+            page = await eve.agent.get(f"/v1/agent/threads/{tid}/history",
+                                       params={"before_id": before})
+            assert page.status_code == 200, page.text
+            largest = max(largest, len(page.content))
+            pages += 1
+            before = page.json()["next_before_id"]
+        client = await Client.open(Cluster.ws_url(server), eve.token, max_queue=None)
+        try:
+            caught_up = await client.subscribe(None, wait_s=60)
+        finally:
+            await client.close()
+        load_end = time.monotonic()
+        out, _ = await prober.communicate(b"stop\n")
+    finally:
+        if prober is not None and prober.returncode is None:
+            prober.kill()
+            await prober.wait()
+        await cluster.close()
+    messages = [f for f in caught_up if f["type"] == "record.upsert" and f["table"] == "messages"]
+    assert len(messages) == 4 * HUGE_GROUPS + MIB_ROWS + 1  # every row, once
+    assert pages > (4 * HUGE_GROUPS) // 500  # the cursor walked the whole thread
+    samples = json.loads(out)
+    idle = p99_of([d for t, d in samples if t < load_start])
+    during = [d for t, d in samples if load_start <= t <= load_end]
+    loaded = p99_of(during)
+    print(f"\n/healthz p99: idle {idle:.1f} ms, during claim + {pages} history windows + "
+          f"a catch-up of {len(messages)} rows ({MIB_ROWS} of 1 MiB) {loaded:.1f} ms "
+          f"(n={len(during)}, {load_end - load_start:.1f} s); largest window {largest} bytes")
+    # a window is at most its byte budget (2 MiB of rows, or one row bigger than that)
+    assert largest < 2 * 1024 * 1024 + 1024 * 1024 + 64 * 1024
+    assert loaded < idle + STALL_BOUND_MS, (
+        f"/healthz p99 {loaded:.1f} ms (idle {idle:.1f} ms) while another user's requests ran")

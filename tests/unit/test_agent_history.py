@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
+from maxclaw.timeline.rows import MessageRow
 from maxclaw.turns.history import (
     EVENT_PREFIX,
     FORGED_NOTICE,
@@ -16,10 +18,12 @@ from maxclaw.turns.history import (
 _ids = iter(range(1, 10_000))
 
 
-def row(role: str, **fields: Any) -> dict[str, Any]:
-    base = {"id": next(_ids), "role": role, "body": None, "content": None, "tool_calls": None,
-            "tool_call_id": None, "source_meta": None, "sensitive": False, "delivered_at": None}
-    return {**base, **fields}
+def row(role: str, **fields: Any) -> MessageRow:
+    base = {"id": next(_ids), "user_id": "u1", "thread_id": "t1", "role": role, "body": None,
+            "content": None, "tool_calls": None, "tool_call_id": None, "display": None,
+            "source_meta": None, "sensitive": False, "turn_id": None, "delivered_at": None,
+            "created_at": datetime(2026, 12, 1, tzinfo=UTC), "rev": 1}
+    return MessageRow(**{**base, **fields})
 
 
 def call(call_id: str, name: str = "read_file", **args: Any) -> dict[str, Any]:

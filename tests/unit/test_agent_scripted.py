@@ -92,3 +92,40 @@ def test_the_level4_scenario_script_is_valid() -> None:
     assert ids[0] == "ask"
     assert all(e.delay_s == 0.1 for e in script.replies)
     assert scenario.ORDERS_KEEP != scenario.ORDERS_DROP
+
+
+async def test_a_script_names_an_earlier_card_by_its_reply() -> None:
+    """``$call:<entry>`` is the call id that entry's reply carried in this conversation; an
+    entry whose reference has not replied yet waits, and a resolved one counts as used."""
+    script = Script.model_validate({"replies": [
+        {"id": "ask", "tool_calls": [{"name": "ask_user_question", "arguments": {"title": "A"}},
+                                     {"name": "ask_user_question", "arguments": {"title": "B"}}]},
+        {"id": "replan", "tool_calls": [
+            {"name": "ask_user_question",
+             "arguments": {"title": "A2", "supersedes": ["$call:ask"]}},
+            {"name": "withdraw_question",
+             "arguments": {"tool_call_id": "$call:ask:1", "reason": "moot"}}]},
+        {"id": "orphan", "tool_calls": [{"name": "withdraw_question",
+                                         "arguments": {"tool_call_id": "$call:nope"}}]},
+    ], "default": {"content": "idle"}})
+    model = ScriptedModel(script)
+    first = await model.complete([user("go")], [])
+    asked = {"role": "assistant", "content": None, "tool_calls": first.tool_calls}
+    a_id, b_id = (c["id"] for c in first.tool_calls)
+    second = await model.complete([user("go"), asked], [])
+    args = [json.loads(c["function"]["arguments"]) for c in second.tool_calls]
+    assert args == [{"title": "A2", "supersedes": [a_id]},
+                    {"tool_call_id": b_id, "reason": "moot"}]
+    replanned = {"role": "assistant", "content": None, "tool_calls": second.tool_calls}
+    # replan is used now; orphan's reference never replied: the default
+    assert model.choose([user("go"), asked, replanned]).content == "idle"
+
+
+def test_the_plan_change_scenario_supersedes_and_withdraws() -> None:
+    script = scenario.level4_script(plan_change=True)
+    ids = [e.id for e in script.replies]
+    assert ids[:4] == ["ask", "ask-version", "read-orders", "replan"]
+    replan = script.replies[3]
+    assert [c.name for c in replan.tool_calls] == ["ask_user_question", "withdraw_question"]
+    assert replan.tool_calls[0].arguments["supersedes"] == ["$call:ask"]
+    assert "ask-version" not in [e.id for e in scenario.level4_script().replies]

@@ -10,7 +10,7 @@ import pytest
 
 from maxclaw.cards.answers import answer_summary, stored_answer, validate_answer
 from maxclaw.cards.definitions import Card, components_of_tool_call
-from maxclaw.cards.rules import main_may_take, tools_offered
+from maxclaw.cards.rules import ThreadFacts, main_may_take, tools_offered
 from maxclaw.cards.text import answer_message_text, handoff_text, revoke_text
 from maxclaw.errors import Invalid
 
@@ -28,7 +28,7 @@ TEXT = {"id": "t", "question": "Why?", "kind": "text"}
 OBJECT = {"id": "o", "question": "Apply?", "kind": "object",
           "object": {"type": "diff", "text": "-a\n+b"},
           "actions": [{"id": "apply", "label": "Apply"}, {"id": "skip", "label": "Skip"}]}
-WORK = {"kind": "work", "category": None}
+WORK = ThreadFacts("t", "work", None, "Work")
 
 
 @pytest.mark.parametrize(("questions", "thread", "expected"), [
@@ -36,11 +36,11 @@ WORK = {"kind": "work", "category": None}
     ([CHOICE, TEXT], WORK, True),
     ([CHOICE, SECRET], WORK, False),  # a secret only Max knows
     ([OBJECT], WORK, False),  # "apply this diff?" is his call
-    ([CHOICE], {"kind": "main", "category": None}, False),
-    ([CHOICE], {"kind": "isolated", "category": None}, False),
-    ([CHOICE], {"kind": "work", "category": "health"}, False),  # a private category
+    ([CHOICE], ThreadFacts("t", "main", None, "Main"), False),
+    ([CHOICE], ThreadFacts("t", "isolated", None, "Alone"), False),
+    ([CHOICE], ThreadFacts("t", "work", "health", "Doctor"), False),  # a private category
 ])
-def test_main_may_take(questions: list[dict[str, Any]], thread: dict[str, Any],
+def test_main_may_take(questions: list[dict[str, Any]], thread: ThreadFacts,
                        expected: bool) -> None:
     assert main_may_take(card(*questions), thread) is expected
 

@@ -114,8 +114,19 @@ def test_what_the_client_draws() -> None:
 def test_answers_settle_the_carrier_and_wake_the_thread() -> None:
     for t in TRANSITIONS:
         if t.target in (Status.ANSWERED, Status.MAIN_ANSWERED):
-            assert t.effects == (Effect.ANSWER_MESSAGE, Effect.SETTLE_CARRIER), t.key
+            answer = (Effect.ANSWER_MESSAGE, Effect.SETTLE_CARRIER)
+            assert t.effects == answer or t.effects == (Effect.ORIGIN_EVENT, *answer,
+                                                        Effect.TELL_MAX), t.key
+    # Main's answer: the history row first, Max told after the carrier settled (its withdraw
+    # goes first)
+    assert transition("answer_for_max", Surface.MAIN).effects == (
+        Effect.ORIGIN_EVENT, Effect.ANSWER_MESSAGE, Effect.SETTLE_CARRIER, Effect.TELL_MAX)
+    assert transition("hand_back", Surface.MAIN).effects == (Effect.ORIGIN_EVENT,
+                                                             Effect.TELL_MAX)
+    assert Effect.ORIGIN_EVENT in transition("to-main", Surface.SWEEP).effects
     assert transition("revoke", Surface.CARD).clears_answer
+    assert transition("revoke", Surface.PUSH).effects == transition("revoke",
+                                                                    Surface.CARD).effects
     assert Effect.HANDOFF_MESSAGE in transition("to-main", Surface.SWEEP).effects
 
 
@@ -123,7 +134,8 @@ def test_the_sweep_claims_what_the_table_says() -> None:
     """The claim's status is written out for the partial index; it must be the sweep rows'."""
     from maxclaw.components import store
     from maxclaw.db.schema import message_components
-    due = [transition("to-main", Surface.SWEEP), transition("keep-open", Surface.SWEEP)]
+    due = [transition("to-main", Surface.SWEEP), transition("keep-open", Surface.SWEEP),
+           transition("unwatched", Surface.SWEEP)]
     assert {s for t in due for s in t.sources} == {Status.OPEN}
     assert "status = 'open'" in store.CLAIM_DUE
     index = next(i for i in message_components.indexes if i.name == "message_components_due")

@@ -15,6 +15,7 @@ from maxclaw.realtime.cursor import ORIGIN, CursorError, Position, decode, encod
 from maxclaw.realtime.hub import Subscription
 from maxclaw.realtime.sendqueue import SendQueue
 from maxclaw.realtime.store import Change
+from maxclaw.timeline.rows import MessageRow
 
 
 @pytest.mark.parametrize("position", [ORIGIN, Position(1, 0), Position(734, 40201),
@@ -92,10 +93,11 @@ def _change(table: str, thread_id: str | None, row: dict[str, Any]) -> Change:
 
 def test_record_frame_uses_the_client_projection_and_rfc3339() -> None:
     at = datetime(2026, 11, 30, 4, 5, 6, 789000, tzinfo=UTC)
-    row = {"id": 7, "user_id": "u1", "thread_id": "t1", "role": "user", "body": "plaintext",
-           "content": None, "tool_calls": None, "tool_call_id": None, "display": None,
-           "source_meta": None, "sensitive": True, "created_at": at, "rev": 42}
-    frame = json.loads(frames.record_frame(_change("messages", "t1", row)))
+    row = MessageRow(id=7, user_id="u1", thread_id="t1", role="user", body="plaintext",
+                     content=None, tool_calls=None, tool_call_id=None, display=None,
+                     source_meta=None, sensitive=True, turn_id=None, delivered_at=None,
+                     created_at=at, rev=42)
+    frame = json.loads(frames.record_frame(Change("messages", Position(10, 42), "u1", "t1", row)))
     assert frame["type"] == "record.upsert"
     assert frame["table"] == "messages"
     assert frame["rev"] == 42

@@ -51,20 +51,26 @@ class AgentThreadService:
         who.check_thread(thread_id)
         now = self.clock.now()
         async with self.db.transaction() as conn:
-            if await timeline_store.get_thread(conn, who.user_id, thread_id) is None:
+            thread = await timeline_store.get_thread(conn, who.user_id, thread_id)
+            if thread is None:
                 raise NotFound("No such thread.")
-            # the thread first, as a wake-up does; then its turn, so a claim cannot start it
+            # taking Main's inbox is a write (Main would never be handed that input)
+            who.check_writes_in(thread.kind)
+            # the tool rows of answers about to be seen first (their seen_at is mirrored there),
+            # in the order an answer locks them: before the thread, never after it
+            await turn_store.lock_unseen_tool_rows(conn, who.user_id, thread_id)
+            # the thread, as a wake-up does; then its turn, so a claim cannot start it
             await turn_store.lock_thread(conn, who.user_id, thread_id)
             turn = await store.lock_active_turn(conn, who.user_id, thread_id)
-            if turn is not None and turn["status"] == "running":
-                raise Conflict(RUNNING, data={"turn_id": turn["id"]})
+            if turn is not None and turn.status == "running":
+                raise Conflict(RUNNING, data={"turn_id": turn.id})
             rows = await turn_store.undelivered_rows(conn, who.user_id, thread_id)
-            await turn_store.mark_delivered(conn, who.user_id, [r["id"] for r in rows], now)
+            await turn_store.mark_delivered(conn, who.user_id, [r.id for r in rows], now)
             await turn_store.stamp_seen(conn, who.user_id, answered_components(rows), now)
             if rows and turn is not None:
-                await store.retire_queued_turn(conn, who.user_id, turn["id"], now)
-            rows = await self.secrets.model_rows(conn, who.user_id, rows)
-        return {"messages": [chat_message(r) for r in rows]}
+                await store.retire_queued_turn(conn, who.user_id, turn.id, now)
+            model_rows = await self.secrets.model_rows(conn, who.user_id, rows)
+        return {"messages": [chat_message(r) for r in model_rows]}
 
     async def components(self, who: Principal, thread_id: str,
                          limit: int = 100) -> dict[str, Any]:

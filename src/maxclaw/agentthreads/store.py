@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
+from maxclaw.agentthreads.rows import ActiveTurn
+from maxclaw.components.rows import CardComponentRow
 from maxclaw.components.store import COMPONENT_COLUMNS
 
 # A thread's cards with what their projection needs (the call that defines each), oldest first.
 THREAD_CARDS = f"""
 SELECT {COMPONENT_COLUMNS}, m.tool_calls
   FROM message_components c
-  JOIN messages m ON m.id = c.message_id
+  JOIN messages m ON m.user_id = c.user_id AND m.id = c.message_id
  WHERE c.user_id = $1::uuid AND c.thread_id = $2::uuid
  ORDER BY c.posted_at, c.id
  LIMIT $3
@@ -34,14 +35,16 @@ RETURNING id
 
 
 async def thread_cards(conn: asyncpg.Connection, user_id: str, thread_id: str,
-                       limit: int) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(THREAD_CARDS, user_id, thread_id, limit)]
+                       limit: int) -> list[CardComponentRow]:
+    """The thread's cards (oldest first, at most ``limit``), each with its defining call."""
+    return [CardComponentRow.from_record(r)
+            for r in await conn.fetch(THREAD_CARDS, user_id, thread_id, limit)]
 
 
 async def lock_active_turn(conn: asyncpg.Connection, user_id: str,
-                           thread_id: str) -> dict[str, Any] | None:
+                           thread_id: str) -> ActiveTurn | None:
     row = await conn.fetchrow(LOCK_ACTIVE_TURN, user_id, thread_id)
-    return dict(row) if row is not None else None
+    return ActiveTurn.from_record(row) if row is not None else None
 
 
 async def retire_queued_turn(conn: asyncpg.Connection, user_id: str, turn_id: int,

@@ -9,12 +9,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import asyncpg
 
 from maxclaw.auth import store
 from maxclaw.auth.revocations import RevocationListener
+from maxclaw.auth.rows import AccountTokenRow, TokenPrincipalRow, TokenRow
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, Forbidden, Invalid, NotFound, Unauthorized
 
@@ -40,6 +41,25 @@ class Principal:
         """A thread-bound agent token reaches only its thread (others look absent: 404)."""
         if self.thread_id is not None and self.thread_id != thread_id:
             raise NotFound("No such thread.")
+
+    @property
+    def writes_in_main(self) -> bool:
+        """May this caller write in its user's Main thread? Max's own tokens, a token bound to
+        Main's thread, and an unbound agent token flagged ``for_main`` may; any other agent
+        token may not (issue 14, finding 6: Main reads hand-offs, so its thread is where a
+        misbehaving agent would most like its words to land). A token bound to another thread
+        never reaches Main at all (``check_thread``), so "bound" here means bound to Main."""
+        return self.role == "user" or self.thread_id is not None or self.for_main
+
+    def check_writes_in(self, thread_kind: str) -> None:
+        """``Forbidden`` when this caller may not write in a thread of this kind (Main's)."""
+        if thread_kind == "main" and not self.writes_in_main:
+            raise Forbidden(MAIN_FENCE)
+
+
+MAIN_FENCE = ("Only Main's own agent may write in the Main thread: a token bound to it, or an "
+              "unbound agent token made for it (maxclaw token create --role agent --for-main). "
+              "This agent token is for the other threads.")
 
 
 def hash_token(token: str) -> str:
@@ -70,22 +90,20 @@ TOKEN_CACHE_SIZE = 10_000
 TICKET_TTL_S = 30.0
 
 
-def _principal(row: dict[str, object]) -> Principal:
-    return Principal(user_id=str(row["user_id"]), name=str(row["name"]),
-                     role=row["role"],  # type: ignore[arg-type]
-                     thread_id=row["thread_id"],  # type: ignore[arg-type]
-                     token_id=int(row["id"]),  # type: ignore[call-overload]
-                     for_main=bool(row["for_main"]))
+def _principal(row: TokenPrincipalRow) -> Principal:
+    return Principal(user_id=row.user_id, name=row.name,
+                     role=cast(Role, row.role),  # the column's CHECK constraint
+                     thread_id=row.thread_id, token_id=row.id, for_main=row.for_main)
 
 
-def token_projection(row: dict[str, Any], current: int | None = None) -> dict[str, Any]:
+def token_projection(row: TokenRow, current: int | None = None) -> dict[str, Any]:
     """``GET /v1/tokens``: a token's facts, never the token or its hash."""
-    out = {"id": row["id"], "role": row["role"], "thread_id": row["thread_id"],
-           "for_main": row["for_main"], "created_at": row["created_at"],
-           "expires_at": row["expires_at"], "last_used_at": row["last_used_at"],
-           "current": row["id"] == current}
-    if "user_name" in row:
-        out["user"] = row["user_name"]
+    out = {"id": row.id, "role": row.role, "thread_id": row.thread_id,
+           "for_main": row.for_main, "created_at": row.created_at,
+           "expires_at": row.expires_at, "last_used_at": row.last_used_at,
+           "current": row.id == current}
+    if isinstance(row, AccountTokenRow):
+        out["user"] = row.user_name
     return out
 
 
@@ -113,10 +131,10 @@ class AuthService:
         try:
             async with self.db.transaction() as conn:
                 user = await store.insert_user(conn, name)
-                main = await store.insert_main_thread(conn, user["id"])
+                main = await store.insert_main_thread(conn, user.id)
         except asyncpg.UniqueViolationError:
             raise Conflict(f"A user named {name!r} already exists.") from None
-        return user["id"], main
+        return user.id, main
 
     async def create_token(self, user_name: str, role: Role, thread_id: str | None = None, *,
                            expires_at: datetime | None = None, for_main: bool = False) -> str:
@@ -137,9 +155,9 @@ class AuthService:
                                "create it with `maxclaw user create`.")
             if thread_id is not None:
                 thread_id = parse_uuid(thread_id)
-                if await store.thread_owner(conn, thread_id) != user["id"]:
+                if await store.thread_owner(conn, thread_id) != user.id:
                     raise NotFound(f"User {user_name!r} has no thread {thread_id}.")
-            await store.insert_token(conn, user["id"], role, thread_id, hash_token(token),
+            await store.insert_token(conn, user.id, role, thread_id, hash_token(token),
                                      expires_at, for_main)
         return token
 
@@ -162,8 +180,8 @@ class AuthService:
         if len(self._cache) >= TOKEN_CACHE_SIZE:
             self._cache.clear()  # crude but bounded; a refill costs one query per token
         ttl = TOKEN_CACHE_TTL_S
-        if row["expires_at"] is not None:
-            ttl = min(ttl, (row["expires_at"] - datetime.now(UTC)).total_seconds())
+        if row.expires_at is not None:
+            ttl = min(ttl, (row.expires_at - datetime.now(UTC)).total_seconds())
         self._cache[digest] = (now + ttl, principal)
         return principal
 

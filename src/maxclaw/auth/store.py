@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import asyncpg
+
+from maxclaw.auth.rows import AccountTokenRow, TokenPrincipalRow, TokenRow, UserRow
 
 INSERT_USER = "INSERT INTO users (name) VALUES ($1) RETURNING id::text, name, created_at"
 INSERT_MAIN_THREAD = """
 INSERT INTO threads (user_id, kind, title) VALUES ($1::uuid, 'main', 'Main')
 RETURNING id::text
 """
-USER_BY_NAME = "SELECT id::text, name FROM users WHERE name = $1"
+USER_BY_NAME = "SELECT id::text, name, created_at FROM users WHERE name = $1"
 MAIN_THREAD_OF = "SELECT id::text FROM threads WHERE user_id = $1::uuid AND kind = 'main'"
 INSERT_TOKEN = """
 INSERT INTO api_tokens (user_id, role, thread_id, token_hash, expires_at, for_main)
@@ -28,7 +29,8 @@ WITH t AS (
      WHERE t.token_hash = $1 AND (t.expires_at IS NULL OR t.expires_at > now())
 ), stamp AS (
     UPDATE api_tokens a SET last_used_at = now() FROM t
-     WHERE a.id = t.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute')
+     WHERE a.user_id = t.user_id AND a.id = t.id
+       AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute')
 )
 SELECT id, user_id::text, role, thread_id::text, expires_at, for_main, name FROM t
 """
@@ -56,20 +58,21 @@ VALUES ($1, $2, $3::uuid, now() + make_interval(secs => $4)) RETURNING expires_a
 # single use: the DELETE is the redemption; a ticket past its time is refused (and swept)
 REDEEM_TICKET = """
 WITH used AS (
-    DELETE FROM ws_tickets WHERE ticket_hash = $1 RETURNING token_id, expires_at
+    DELETE FROM ws_tickets WHERE ticket_hash = $1 RETURNING user_id, token_id, expires_at
 ), swept AS (
     DELETE FROM ws_tickets WHERE expires_at < now() - interval '1 minute'
 )
 SELECT t.id, t.user_id::text, t.role, t.thread_id::text, t.expires_at, t.for_main, u.name
-  FROM used JOIN api_tokens t ON t.id = used.token_id JOIN users u ON u.id = t.user_id
+  FROM used JOIN api_tokens t ON t.user_id = used.user_id AND t.id = used.token_id
+  JOIN users u ON u.id = t.user_id
  WHERE used.expires_at > now() AND (t.expires_at IS NULL OR t.expires_at > now())
 """
 THREAD_OWNER = "SELECT user_id::text FROM threads WHERE id = $1::uuid"
 
 
-async def insert_user(conn: asyncpg.Connection, name: str) -> dict[str, Any]:
+async def insert_user(conn: asyncpg.Connection, name: str) -> UserRow:
     """Create a user row."""
-    return dict(await conn.fetchrow(INSERT_USER, name))
+    return UserRow.from_record(await conn.fetchrow(INSERT_USER, name))
 
 
 async def insert_main_thread(conn: asyncpg.Connection, user_id: str) -> str:
@@ -77,9 +80,9 @@ async def insert_main_thread(conn: asyncpg.Connection, user_id: str) -> str:
     return str(await conn.fetchval(INSERT_MAIN_THREAD, user_id))
 
 
-async def user_by_name(conn: asyncpg.Connection, name: str) -> dict[str, Any] | None:
+async def user_by_name(conn: asyncpg.Connection, name: str) -> UserRow | None:
     row = await conn.fetchrow(USER_BY_NAME, name)
-    return dict(row) if row else None
+    return UserRow.from_record(row) if row else None
 
 
 async def main_thread_of(conn: asyncpg.Connection, user_id: str) -> str | None:
@@ -95,13 +98,13 @@ async def insert_token(conn: asyncpg.Connection, user_id: str, role: str,
                                    expires_at, for_main))
 
 
-async def list_tokens(conn: asyncpg.Connection, user_id: str) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(LIST_TOKENS, user_id)]
+async def list_tokens(conn: asyncpg.Connection, user_id: str) -> list[TokenRow]:
+    return [TokenRow.from_record(r) for r in await conn.fetch(LIST_TOKENS, user_id)]
 
 
 async def list_all_tokens(conn: asyncpg.Connection,
-                          user_name: str | None) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(LIST_ALL_TOKENS, user_name)]
+                          user_name: str | None) -> list[AccountTokenRow]:
+    return [AccountTokenRow.from_record(r) for r in await conn.fetch(LIST_ALL_TOKENS, user_name)]
 
 
 async def delete_token(conn: asyncpg.Connection, token_id: int, user_id: str | None) -> bool:
@@ -115,14 +118,15 @@ async def insert_ticket(conn: asyncpg.Connection, ticket_hash: str, token_id: in
     return value
 
 
-async def redeem_ticket(conn: asyncpg.Connection, ticket_hash: str) -> dict[str, Any] | None:
+async def redeem_ticket(conn: asyncpg.Connection, ticket_hash: str) -> TokenPrincipalRow | None:
     row = await conn.fetchrow(REDEEM_TICKET, ticket_hash)
-    return dict(row) if row else None
+    return TokenPrincipalRow.from_record(row) if row else None
 
 
-async def principal_by_hash(conn: asyncpg.Connection, token_hash: str) -> dict[str, Any] | None:
+async def principal_by_hash(conn: asyncpg.Connection,
+                            token_hash: str) -> TokenPrincipalRow | None:
     row = await conn.fetchrow(PRINCIPAL_BY_HASH, token_hash)
-    return dict(row) if row else None
+    return TokenPrincipalRow.from_record(row) if row else None
 
 
 async def thread_owner(conn: asyncpg.Connection, thread_id: str) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from maxclaw.cards.definitions import ComponentDefinition
+from maxclaw.cards.definitions import Card, ComponentDefinition
 from maxclaw.errors import Invalid
 
 MAX_TEXT = 10_000
@@ -79,3 +79,40 @@ def answer_summary(definition: ComponentDefinition, answer: dict[str, Any]) -> s
     if answer.get("text"):
         parts.append(str(answer["text"]))
     return "; ".join(parts)
+
+
+MAX_CARD_ANSWER_KEYS = ("selected", "text")
+
+
+def validate_card_answers(card: Card, answers: Any) -> dict[str, dict[str, Any]]:
+    """A whole card's answers (``{"<question id>": {"selected", "text"}}``) as normalized
+    answers by component id, or one ``Invalid`` listing every error at its field path
+    (``body.answers.<qid>.selected``…); nothing is written for an invalid request."""
+    if not isinstance(answers, dict) or not answers:
+        raise Invalid.at(["body", "answers"],
+                         "answer at least one question: {\"<question id>\": {\"selected\": "
+                         "[...], \"text\": ...}}")
+    known = {c.local_id: c for c in card.components}
+    out: dict[str, dict[str, Any]] = {}
+    errors: list[dict[str, Any]] = []
+    for qid, given in answers.items():
+        definition = known.get(qid)
+        if definition is None:
+            errors.append({"loc": ["body", "answers", qid],
+                           "msg": "this card has no such question; its questions are "
+                                  + ", ".join(sorted(known))})
+            continue
+        if not isinstance(given, dict) or set(given) - set(MAX_CARD_ANSWER_KEYS):
+            errors.append({"loc": ["body", "answers", qid],
+                           "msg": "an answer is {\"selected\": [option ids], \"text\": str}"})
+            continue
+        try:
+            out[definition.id] = validate_answer(definition, given.get("selected"),
+                                                 given.get("text"))
+        except Invalid as exc:  # re-rooted under this question
+            errors.extend({"loc": ["body", "answers", qid, *e["loc"][1:]], "msg": e["msg"]}
+                          for e in exc.errors)
+    if errors:
+        first = errors[0]
+        raise Invalid(".".join(str(p) for p in first["loc"]) + ": " + first["msg"], errors)
+    return out

@@ -320,17 +320,22 @@ class _DefinitionCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._entries: OrderedDict[int, tuple[list[dict[str, Any]], int]] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, tuple[str, ...]], tuple[list[dict[str, Any]], int]] \
+            = OrderedDict()
 
     def get(self, message_id: int, tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        hit = self._entries.get(message_id)
+        # keyed by the row's id *and* its call ids: one process serving several databases (the
+        # in-process test harness, a database per test) must not hand one row's cards to
+        # another row that happens to have the same id
+        key = (message_id, tuple(str(c.get("id")) for c in tool_calls if isinstance(c, dict)))
+        hit = self._entries.get(key)
         if hit is not None:
-            self._entries.move_to_end(message_id)
+            self._entries.move_to_end(key)
             return hit[0]
         value = definitions_for_assistant_row(tool_calls)
         size = len(json.dumps(value, separators=(",", ":"))) if value else 16
         if size <= self.max_bytes // 4:
-            self._entries[message_id] = (value, size)
+            self._entries[key] = (value, size)
             self.bytes += size
             while self.bytes > self.max_bytes:
                 _, (_, dropped) = self._entries.popitem(last=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from maxclaw.cards.definitions import Card
 
@@ -11,16 +11,26 @@ ASK_TOOL = "ask_user_question"
 WITHDRAW_TOOL = "withdraw_question"  # offered wherever ASK_TOOL is
 
 
-def main_may_take(card: Card, thread: dict[str, Any]) -> bool:
+@dataclass(frozen=True, slots=True)
+class ThreadFacts:
+    """What the hand-off rule and a card's carrier read of the card's thread."""
+
+    id: str
+    kind: str
+    category: str | None
+    title: str
+
+
+def main_may_take(card: Card, thread: ThreadFacts) -> bool:
     """Whether Main may be handed this card (``domain.md``: "Where Main may take a card").
 
     Irreversible cards are handed over (so Main knows) but ``answer_for_max`` refuses them.
     """
     if any(c.kind in ("object", "secret") for c in card.components):
         return False  # "apply this diff?" is his call; a secret only he knows
-    if thread["kind"] in ("main", "isolated"):
+    if thread.kind in ("main", "isolated"):
         return False
-    return thread.get("category") is None
+    return thread.category is None
 
 
 def tools_offered(thread_kind: str) -> list[str]:

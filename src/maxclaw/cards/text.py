@@ -141,3 +141,78 @@ def expired_text(definition: ComponentDefinition) -> str:
     return (f'{EXPIRED_PREFIX}: "{definition.title}" (question card {definition.id}).\n'
             f"Question: {definition.question}\nMax did not answer in time and nobody answered "
             "for him. Decide how to go on without it, or ask again if it still matters.")
+
+
+# ----- where the question went: the asking thread's history and Max's pushes (issue 16) -----
+
+SECRET_LABEL = "(secret)"
+HANDED_PREFIX = "Question handed to Main"
+MAIN_ANSWERED_PREFIX = "Main answered the question"
+HANDED_BACK_PREFIX = "Main handed the question back"
+
+
+def answer_label(definition: ComponentDefinition, answer: dict[str, Any]) -> str:
+    """What was answered, for a person or a notice: option labels and the note, or
+    ``(secret)`` for a sensitive question (its answer is never written outside the model's
+    own message)."""
+    if definition.sensitive:
+        return SECRET_LABEL
+    parts = [definition.option_label(i) for i in answer.get("selected") or []]
+    if answer.get("text"):
+        parts.append(str(answer["text"]))
+    return "; ".join(parts) or "(no answer)"
+
+
+def handed_text(definition: ComponentDefinition) -> str:
+    """The asking thread's event when its question goes to Main (it does not wake the
+    thread: nothing is decided yet; the result arrives as its own message)."""
+    return (f'{HANDED_PREFIX}: "{definition.title}" (question card {definition.id}). Max had '
+            "not answered it; Main may answer for him (he can revoke that) or hand it back. "
+            "Whatever happens arrives here as its own message.")
+
+
+def main_answered_text(definition: ComponentDefinition, answer: dict[str, Any],
+                       reason: str | None) -> str:
+    """The asking thread's event when Main answers for Max (the answer message that follows
+    wakes the thread; this row says where the answer came from)."""
+    because = f" Main's reason: {_quoted(reason)}." if reason else ""
+    return (f'{MAIN_ANSWERED_PREFIX} "{definition.title}" (question card {definition.id}) on '
+            f"Max's behalf: {answer_label(definition, answer)}.{because} Max was told and "
+            "may revoke it.")
+
+
+def handed_back_text(definition: ComponentDefinition) -> str:
+    """The asking thread's event when Main hands the question back (it does not wake it)."""
+    return (f'{HANDED_BACK_PREFIX} to Max: "{definition.title}" (question card '
+            f"{definition.id}). It waits for his own answer.")
+
+
+def main_answered_push_body(definition: ComponentDefinition, answer: dict[str, Any]) -> str:
+    """The notification Max gets when Main answered for him."""
+    return (f"Main answered '{definition.question}' for you: "
+            f"{answer_label(definition, answer)}")
+
+
+def handed_back_push_body(definition: ComponentDefinition, note: str | None) -> str:
+    """The notification Max gets when Main hands a question back: its note, then the question."""
+    said = f": {note}" if note else " without a note"
+    return f"Main handed this back to you{said}\n{definition.question}"
+
+
+def card_answer_text(answers: list[tuple[ComponentDefinition, dict[str, Any]]]) -> str:
+    """One message for several questions of a card answered at once (``POST /v1/cards/{id}/
+    answer``): each answer as its own block, so the model reads them as it reads single ones
+    (and the guard recognises a forged copy the same way)."""
+    title = answers[0][0].title
+    head = f'Max answered {len(answers)} questions of the card "{title}" at once:'
+    return head + "\n\n" + "\n\n".join(answer_message_text(d, a) for d, a in answers)
+
+
+def card_answer_meta(tool_call_id: str, answers: list[tuple[ComponentDefinition, dict[str, Any]]],
+                     via: str) -> dict[str, Any]:
+    """``source_meta`` of a whole-card answer message: one ``componentAnswer``-shaped entry per
+    question (a secret's without its answer), so a client draws one chip per answer."""
+    return {"cardAnswer": {
+        "toolCallId": tool_call_id, "title": answers[0][0].title, "via": via,
+        "answers": [answer_meta(d, a, by_main=False, via=via)["componentAnswer"]
+                    for d, a in answers]}}

@@ -38,6 +38,7 @@ class Card:
     label: str
     choice: str  # "keep" or "drop"
     when: str  # "early": answer_after_s after posting; "late": after the turn ended
+    plan_change: bool = False  # the agent supersedes its question and withdraws another
     thread_id: str = ""
     component_id: str = ""
     runtime: AgentRuntime | None = None
@@ -84,8 +85,24 @@ async def _play_max(user: UserClient, card: Card, answer_after_s: float) -> None
         async def idle() -> bool:
             return (await user.thread(card.thread_id)).turn_state == "idle"
         await _until(idle, f"the end of the first turn of {card.label}")
+        # the card open now (the agent may have superseded the first one)
+        card.component_id = (await _cards(user, card.thread_id))["open"][0]
     await asyncio.sleep(answer_after_s)
     await user.answer(card.component_id, [card.choice])
+
+
+async def _cards(user: UserClient, thread_id: str) -> dict[str, list[str]]:
+    """The thread's component ids by status, in posting order, and a line per withdrawal."""
+    out: dict[str, list[str]] = {"open": [], "withdrawn": []}
+    for message in await user.messages(thread_id):
+        for definition in message.components or []:
+            component = await user.component(str(definition["id"]))
+            out.setdefault(component.status, []).append(component.id)
+            if component.status == "withdrawn":
+                why = (f"superseded by card {component.superseded_by}"
+                       if component.superseded_by else f"\"{component.withdrawn_reason}\"")
+                out.setdefault("why", []).append(f"{component.id}: {why}")
+    return out
 
 
 async def _settled(user: UserClient, card: Card) -> bool:
@@ -95,7 +112,7 @@ async def _settled(user: UserClient, card: Card) -> bool:
     return (await user.thread(card.thread_id)).turn_state == "idle"
 
 
-def _report(card: Card, component: Any, say: Say) -> None:
+def _report(card: Card, component: Any, say: Say, withdrawn: list[str]) -> None:
     assert card.runtime is not None
     assert card.workspace is not None
     posted: datetime = component.posted_at
@@ -121,6 +138,8 @@ def _report(card: Card, component: Any, say: Say) -> None:
     say(f"  model requests while the question was open: {while_open}"
         "   (a blocking ask: 0)")
     say(f"  model requests in all: {len(requests)}; result: orders.py — {result[1]}")
+    for line in withdrawn:
+        say(f"  the plan changed, so the agent withdrew card {line}")
 
 
 MintAgentToken = Callable[[str], Awaitable[str]]
@@ -134,7 +153,8 @@ async def play(base: str, user_token: str, mint_agent_token: MintAgentToken, bas
     owns the server, so it mints; this side only speaks HTTP)."""
     user = UserClient(base, user_token)
     cards = [Card("Card 1 (answered while the agent works)", "drop", "early"),
-             Card("Card 2 (answered after the agent ended its turn)", "keep", "late")]
+             Card("Card 2 (answered after the agent ended its turn; its plan changed on the "
+                  "way)", "keep", "late", plan_change=True)]
     stop = asyncio.Event()
     loops: list[asyncio.Task[None]] = []
     try:
@@ -144,7 +164,8 @@ async def play(base: str, user_token: str, mint_agent_token: MintAgentToken, bas
             scenario.write_fixture(card.workspace)
             token = await mint_agent_token(card.thread_id)
             card.runtime = AgentRuntime(AgentClient(base, token),
-                                        ScriptedModel(scenario.level4_script(step_delay_s)),
+                                        ScriptedModel(scenario.level4_script(
+                                            step_delay_s, plan_change=card.plan_change)),
                                         LocalTools(card.workspace), runtime_id=f"demo-{i}")
             loops.append(asyncio.create_task(card.runtime.run_forever(stop, wait_s=5)))
         say(f"agents        2 scripted runtimes, {step_delay_s:g} s per model request")
@@ -154,7 +175,8 @@ async def play(base: str, user_token: str, mint_agent_token: MintAgentToken, bas
         await asyncio.gather(*(_play_max(user, c, answer_after_s) for c in cards))
         for card in cards:
             await _until(lambda c=card: _settled(user, c), f"{card.label} to finish")  # type: ignore[misc]
-            _report(card, await user.component(card.component_id), say)
+            _report(card, await user.component(card.component_id), say,
+                    (await _cards(user, card.thread_id)).get("why", []))
     finally:
         stop.set()
         for task in loops:

@@ -30,6 +30,7 @@ from maxclaw.wire.models import (
     Delivery,
     Executed,
     Finished,
+    History,
     Lease,
     Message,
     Posted,
@@ -127,8 +128,15 @@ class AgentClient(_Base):
         return Finished.model_validate(resp.json())
 
     async def history(self, thread_id: str) -> list[ChatMessage]:
-        resp = await self._request("GET", f"/v1/agent/threads/{thread_id}/history")
-        return Delivery.model_validate(resp.json()).messages
+        """The newest model window of what the thread's model has been handed."""
+        return (await self.history_page(thread_id)).messages
+
+    async def history_page(self, thread_id: str, before_id: int | None = None) -> History:
+        """One model window; its ``next_before_id`` reads the one before (None: the oldest)."""
+        params = {"before_id": before_id} if before_id is not None else None
+        resp = await self._request("GET", f"/v1/agent/threads/{thread_id}/history",
+                                   params=params)
+        return History.model_validate(resp.json())
 
     async def tools(self, thread_id: str | None = None) -> list[ToolSpec]:
         params = {"thread_id": thread_id} if thread_id else None

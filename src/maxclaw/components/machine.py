@@ -68,6 +68,10 @@ class Effect(StrEnum):
     WITHDRAW_CARRIER = "the carrier settled as withdrawn (or expired); its pushes withdrawn"
     TELL_MAIN = "if Main held it: an event row in Main's thread (it does not wake Main)"
     EXPIRY_EVENT = "an event row in the asking thread ('expired unanswered'); it wakes it"
+    ORIGIN_EVENT = "an event row in the asking thread saying where the question went ('handed " \
+                   "to Main', 'Main answered', 'Main handed it back'); it does not wake it"
+    TELL_MAX = "a push to Max: what Main answered (Why? / Revoke, a revoke-scoped action " \
+               "token), or the question again with Main's hand-back note"
 
 
 @dataclass(frozen=True)
@@ -133,29 +137,45 @@ def _answer(surface: Surface, sources: frozenset[Status]) -> Transition:
                       refused_from={S.WITH_MAIN: "locked"} if S.WITH_MAIN not in sources else {})
 
 
+def _revoke(surface: Surface) -> Transition:
+    return Transition("revoke", frozenset({S.MAIN_ANSWERED}), S.REVOKED, Actor.MAX, surface,
+                      (Effect.REOPEN_CARRIER, Effect.REVOKE_EVENT), clears_answer=True,
+                      texts={"conflict": "Only an answer Main gave can be revoked."})
+
+
+# the asking thread's history says where its question went (the event does not wake it)
+_TO_MAIN_EFFECTS = (Effect.ENSURE_CARRIER, Effect.HANDOFF_MESSAGE, Effect.ORIGIN_EVENT)
+
 TRANSITIONS: tuple[Transition, ...] = (
     _answer(Surface.CARD, _MAX_ANSWERS_FROM_CARD),
     _answer(Surface.DECISION, _MAX_ANSWERS_ELSEWHERE),
     _answer(Surface.PUSH, _MAX_ANSWERS_ELSEWHERE),
     # "let Main decide" (only where ``main_may_take``; else 409 not_transferable)
     Transition("to-main", frozenset({S.OPEN}), S.WITH_MAIN, Actor.MAX, Surface.CARD,
-               (Effect.ENSURE_CARRIER, Effect.HANDOFF_MESSAGE)),
+               _TO_MAIN_EFFECTS),
     # the due sweep: cards Main may take go to Main, the others stay open with a carrier
     Transition("to-main", frozenset({S.OPEN}), S.WITH_MAIN, Actor.SWEEPER, Surface.SWEEP,
-               (Effect.ENSURE_CARRIER, Effect.HANDOFF_MESSAGE)),
+               _TO_MAIN_EFFECTS),
     Transition("keep-open", frozenset({S.OPEN}), S.OPEN, Actor.SWEEPER, Surface.SWEEP,
                (Effect.ENSURE_CARRIER,)),
-    # Main's tools (irreversible cards: answer_for_max is refused before the CAS)
+    # presence re-judged: a card posted while Max watched its thread (no carrier yet) gets its
+    # carrier and push once nobody watches, and its due time restarts from that moment
+    Transition("unwatched", frozenset({S.OPEN}), S.OPEN, Actor.SWEEPER, Surface.SWEEP,
+               (Effect.ENSURE_CARRIER,)),
+    # Main's tools (irreversible cards: answer_for_max is refused before the CAS); the history
+    # row comes first so the asking agent reads where the answer came from, then the answer
+    # (the row does not wake it; the answer does)
     Transition("answer_for_max", frozenset({S.WITH_MAIN}), S.MAIN_ANSWERED, Actor.MAIN,
-               Surface.MAIN, _ANSWER_EFFECTS, refused_from={S.ANSWERED: "settled"},
+               Surface.MAIN, (Effect.ORIGIN_EVENT, *_ANSWER_EFFECTS, Effect.TELL_MAX),
+               refused_from={S.ANSWERED: "settled"},
                texts={"settled": "Max already answered this question elsewhere; nothing was "
                                  "answered on his behalf",
                       "conflict": _NOT_WITH_MAIN}),
     Transition("hand_back", frozenset({S.WITH_MAIN}), S.HANDED_BACK, Actor.MAIN, Surface.MAIN,
-               texts={"conflict": _NOT_WITH_MAIN}),
-    Transition("revoke", frozenset({S.MAIN_ANSWERED}), S.REVOKED, Actor.MAX, Surface.CARD,
-               (Effect.REOPEN_CARRIER, Effect.REVOKE_EVENT), clears_answer=True,
-               texts={"conflict": "Only an answer Main gave can be revoked."}),
+               (Effect.ORIGIN_EVENT, Effect.TELL_MAX), texts={"conflict": _NOT_WITH_MAIN}),
+    _revoke(Surface.CARD),
+    # the Revoke button of the "Main answered … for you" push (its revoke-scoped token)
+    _revoke(Surface.PUSH),
     # the asking agent ends a question it no longer needs (withdraw_question, supersedes);
     # withdrawing a withdrawn one again is a no-op success, not a transition
     Transition("withdraw", _UNSETTLED, S.WITHDRAWN, Actor.AGENT, Surface.TOOL,

@@ -7,7 +7,8 @@ exactly that and creates nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import asyncpg
 
@@ -16,11 +17,15 @@ from maxclaw.cards.definitions import ASK_TOOL, Card, card_args_schema, componen
 from maxclaw.cards.rules import WITHDRAW_TOOL, tools_offered
 from maxclaw.cards.text import ASK_NOTE
 from maxclaw.components import tool_store
+from maxclaw.components.rows import PostedCall, StoredResult
 from maxclaw.components.service import ComponentService
+from maxclaw.components.store import CardRows
+from maxclaw.db.constraints import violated
 from maxclaw.db.database import Database
 from maxclaw.errors import ComponentError, Forbidden, Invalid, MaxclawError, NotFound
 from maxclaw.timefmt import rfc3339_or_none
 from maxclaw.timeline import store as timeline_store
+from maxclaw.timeline.rows import ThreadRow
 from maxclaw.timeline.service import TimelineService, scoped_thread_id
 
 TOOL_SPECS: dict[str, dict[str, Any]] = {
@@ -105,11 +110,8 @@ class ToolService:
     async def tools(self, who: Principal, thread_id: str | None) -> list[dict[str, Any]]:
         if thread_id is None:
             return tool_list(None)
-        thread = await self._thread(who, thread_id)
-        return tool_list(thread["kind"])
-
-    async def _thread(self, who: Principal, thread_id: str) -> dict[str, Any]:
-        return await self.timeline.get_thread(who, thread_id)
+        thread = await self.timeline.get_thread(who, thread_id)
+        return tool_list(thread.kind)
 
     async def execute(self, who: Principal, thread_id: str,
                       tool_call_id: str) -> tuple[int, dict[str, Any], dict[str, Any] | None]:
@@ -120,14 +122,18 @@ class ToolService:
         if context is None:
             raise NotFound("No such thread.")
         thread, done, call = context
+        # Main's calls are its own runtime's (issue 14): refused here without a tool row, which
+        # would be replayed to Main for its own call
+        who.check_writes_in(thread.kind)
         if done is not None:
             return _replay(done)
         if call is None:
             raise NotFound(f"No assistant message in this thread carries tool call "
                            f"{tool_call_id!r}; post it first.")
-        if call["name"] not in tools_offered(thread["kind"]):
-            refusal = Forbidden(f"{call['name']} is not offered in a {thread['kind']} thread.")
-            if call["name"] not in TOOL_SPECS:
+        name = call.call["name"]
+        if name not in tools_offered(thread.kind):
+            refusal = Forbidden(f"{name} is not offered in a {thread.kind} thread.")
+            if name not in TOOL_SPECS:
                 raise refusal  # not a service tool at all: its result is the runtime's to write
             # one of ours, in the wrong thread: the refusal is the call's result, so the
             # conversation holds no call without one (Chat Completions rejects that)
@@ -135,25 +141,25 @@ class ToolService:
         try:
             async with self.db.transaction() as conn:
                 result = await self._run(conn, who, thread, call)
-            if call["name"] == ASK_TOOL:  # committed: the answer needs not read it back
-                self.components.remember(who.user_id, components_of_tool_call(call))
+            if name == ASK_TOOL:  # committed: the answer needs not read it back
+                self.components.remember(who.user_id, components_of_tool_call(call.call))
             return result
         except asyncpg.UniqueViolationError as exc:
-            if exc.constraint_name == "message_components_pkey":
+            if violated(exc, "message_components_pkey"):
                 # the same call id already posted a card in another of this user's threads
                 return await self._refuse(who, thread, call, ComponentError(
                     "conflict", f"Tool call id {tool_call_id!r} already posted a card in "
                     "another thread; post the question again under a new tool call id."))
             # a concurrent retry wrote the result first: return that one
             async with self.db.connection() as conn:
-                done = await tool_store.tool_result(conn, who.user_id, thread["id"], tool_call_id)
+                done = await tool_store.tool_result(conn, who.user_id, thread.id, tool_call_id)
             if done is None:  # not the tool row's key: nothing to replay, never a 500
                 raise ComponentError("conflict") from None
             return _replay(done)
         except (Invalid, ComponentError) as exc:
             return await self._refuse(who, thread, call, exc)
 
-    async def run_posted(self, conn: asyncpg.Connection, who: Principal, thread: dict[str, Any],
+    async def run_posted(self, conn: asyncpg.Connection, who: Principal, thread: ThreadRow,
                          calls: list[dict[str, Any]], message_id: int, turn_id: int | None,
                          watching: bool, cards: list[Card]) -> list[dict[str, Any]]:
         """``execute`` for the service's own calls of an assistant row just written in ``conn``'s
@@ -163,20 +169,41 @@ class ToolService:
         ``NeedsExecute`` before this transaction commits."""
         results: list[dict[str, Any]] = []
         for call in (c for c in calls if c["name"] in TOOL_SPECS):
-            if call["name"] != ASK_TOOL or ASK_TOOL not in tools_offered(thread["kind"]):
-                raise NeedsExecute(call["id"])  # Main's tools: rare, and they may refuse
-            try:
-                card = components_of_tool_call(call)
-            except Invalid:
-                raise NeedsExecute(call["id"]) from None  # the refusal is written by execute
-            if card.supersedes:
-                raise NeedsExecute(call["id"])  # withdrawing may refuse: execute's path
+            card = self._postable(thread, call)
             status, content, _ = await self._post_card(conn, who, thread, card, message_id,
                                                        turn_id, watching)
             cards.append(card)
             results.append({"tool_call_id": call["id"], "status": status, "content": content,
                             "error": None})
         return results
+
+    def plan_posted(self, who: Principal, thread: ThreadRow, calls: list[dict[str, Any]],
+                    watching: bool) -> tuple[list[Card], list[CardRows]]:
+        """``run_posted`` before anything is written: the cards of the service's own calls and
+        the rows each writes (for ``components.store.post_cards``, one statement with the
+        assistant row). Raises ``NeedsExecute`` where ``run_posted`` does."""
+        cards: list[Card] = []
+        rows: list[CardRows] = []
+        for call in (c for c in calls if c["name"] in TOOL_SPECS):
+            card = self._postable(thread, call)
+            cards.append(card)
+            rows.append(self.components.card_rows(who.user_id, thread, card, watching,
+                                                  _posted_content(card)))
+        return cards, rows
+
+    @staticmethod
+    def _postable(thread: ThreadRow, call: dict[str, Any]) -> Card:
+        """The card of a call a post may run in its own transaction; ``NeedsExecute`` for
+        anything else (Main's tools, a refusal to record, a card that supersedes)."""
+        if call["name"] != ASK_TOOL or ASK_TOOL not in tools_offered(thread.kind):
+            raise NeedsExecute(call["id"])  # Main's tools: rare, and they may refuse
+        try:
+            card = components_of_tool_call(call)
+        except Invalid:
+            raise NeedsExecute(call["id"]) from None  # the refusal is written by execute
+        if card.supersedes:
+            raise NeedsExecute(call["id"])  # withdrawing may refuse: execute's path
+        return card
 
     async def executed(self, who: Principal, thread_id: str,
                        calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -194,14 +221,10 @@ class ToolService:
                             "error": error})
         return results
 
-    async def _post_card(self, conn: asyncpg.Connection, who: Principal, thread: dict[str, Any],
+    async def _post_card(self, conn: asyncpg.Connection, who: Principal, thread: ThreadRow,
                          card: Any, message_id: int, turn_id: int | None,
                          watching: bool | None = None) -> tuple[int, dict[str, Any], None]:
-        def content_for(due_at: Any) -> dict[str, Any]:
-            return {"posted": True, "note": ASK_NOTE, "components": [
-                {"id": c.id, "kind": c.kind, "answer_due_at": rfc3339_or_none(due_at)}
-                for c in card.components]}
-
+        content_for = _posted_content(card)
         old: list[str] = []
         for i, ref in enumerate(card.supersedes):  # all resolved before anything is written
             old += await self._question_ids(conn, who, thread, ref, ["arguments", "supersedes", i])
@@ -210,16 +233,16 @@ class ToolService:
             assistant_message_id=message_id, turn_id=turn_id, content_for=content_for,
             watching=watching)
         if old:  # in the same transaction: Max never sees both open
-            await self.components.withdraw(conn, who, thread["id"], list(dict.fromkeys(old)),
+            await self.components.withdraw(conn, who, thread.id, list(dict.fromkeys(old)),
                                            "superseded", superseded_by=card.tool_call_id)
-        return 200, tool_row["content"], None
+        return 200, cast(dict[str, Any], tool_row.content), None  # content_for's object
 
-    async def _run(self, conn: asyncpg.Connection, who: Principal, thread: dict[str, Any],
-                   call: dict[str, Any]) -> tuple[int, dict[str, Any], None]:
-        name, args = call["name"], call["arguments"]
+    async def _run(self, conn: asyncpg.Connection, who: Principal, thread: ThreadRow,
+                   call: PostedCall) -> tuple[int, dict[str, Any], None]:
+        name, args = call.call["name"], call.call["arguments"]
         if name == ASK_TOOL:
-            return await self._post_card(conn, who, thread, components_of_tool_call(call),
-                                         call["message_id"], call["turn_id"])
+            return await self._post_card(conn, who, thread, components_of_tool_call(call.call),
+                                         call.message_id, call.turn_id)
         if not isinstance(args, dict):
             raise Invalid.at(["arguments"], "arguments must be a JSON object")
         if name == WITHDRAW_TOOL:
@@ -239,7 +262,7 @@ class ToolService:
         await self._write_result(conn, who, thread, call, 200, content)
         return 200, content, None
 
-    async def _withdraw(self, conn: asyncpg.Connection, who: Principal, thread: dict[str, Any],
+    async def _withdraw(self, conn: asyncpg.Connection, who: Principal, thread: ThreadRow,
                         args: dict[str, Any]) -> dict[str, Any]:
         """``withdraw_question``: one component or a whole card of this conversation."""
         reason = args.get("reason")
@@ -252,46 +275,57 @@ class ToolService:
             raise Invalid.at(["arguments"], "name the question: component_id or tool_call_id "
                                             "(one of them, a string)")
         ids = await self._question_ids(conn, who, thread, args[named[0]], ["arguments", named[0]])
-        done = await self.components.withdraw(conn, who, thread["id"], ids, reason.strip())
+        done = await self.components.withdraw(conn, who, thread.id, ids, reason.strip())
         return {"withdrawn": True, "component_ids": done["withdrawn"],
                 "already_withdrawn": done["already"]}
 
     async def _question_ids(self, conn: asyncpg.Connection, who: Principal,
-                            thread: dict[str, Any], ref: str, loc: list[str | int]) -> list[str]:
+                            thread: ThreadRow, ref: str, loc: list[str | int]) -> list[str]:
         """The component ids ``ref`` names in this thread: a component id, or a tool-call id
         (every component of that card); ``Invalid`` at ``loc`` when it names nothing here."""
-        ids = await self.components.card_component_ids(conn, who.user_id, thread["id"], ref)
+        ids = await self.components.card_component_ids(conn, who.user_id, thread.id, ref)
         if not ids:
-            ids = [ref] if await self.components.in_thread(conn, who.user_id, thread["id"],
+            ids = [ref] if await self.components.in_thread(conn, who.user_id, thread.id,
                                                           ref) else []
         if not ids:
             raise Invalid.at(loc, f"no question of this conversation has the id {ref!r}")
         return ids
 
     async def _write_result(self, conn: asyncpg.Connection, who: Principal,
-                            thread: dict[str, Any], call: dict[str, Any], status: int,
+                            thread: ThreadRow, call: PostedCall, status: int,
                             content: dict[str, Any], error: dict[str, Any] | None = None) -> None:
         await timeline_store.insert_message(
-            conn, user_id=who.user_id, thread_id=thread["id"], role="tool",
-            tool_call_id=call["id"], content=content, turn_id=call["turn_id"],
-            source_meta={"tool": {"name": call["name"], "status": status, "error": error}})
+            conn, user_id=who.user_id, thread_id=thread.id, role="tool",
+            tool_call_id=str(call.call["id"]), content=content, turn_id=call.turn_id,
+            source_meta={"tool": {"name": call.call["name"], "status": status,
+                                  "error": error}})
 
-    async def _refuse(self, who: Principal, thread: dict[str, Any], call: dict[str, Any],
+    async def _refuse(self, who: Principal, thread: ThreadRow, call: PostedCall,
                       exc: MaxclawError) -> tuple[int, dict[str, Any], dict[str, Any]]:
         """Record a refusal as the tool row (so a retry replays it) and report it."""
-        content = _refusal_content(call["name"], exc)
+        content = _refusal_content(str(call.call["name"]), exc)
         try:
             async with self.db.transaction() as conn:
                 await self._write_result(conn, who, thread, call, exc.http_status, content,
                                          exc.body())
         except asyncpg.UniqueViolationError:
             async with self.db.connection() as conn:
-                done = await tool_store.tool_result(conn, who.user_id, thread["id"], call["id"])
+                done = await tool_store.tool_result(conn, who.user_id, thread.id,
+                                                    str(call.call["id"]))
             assert done is not None
             return _replay(done)  # type: ignore[return-value]
         return exc.http_status, content, exc.body()
 
 
-def _replay(done: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, Any] | None]:
-    meta = (done["source_meta"] or {}).get("tool", {})
-    return int(meta.get("status", 200)), done["content"], meta.get("error")
+def _posted_content(card: Card) -> Callable[[Any], dict[str, Any]]:
+    """The tool row's content for a posted card, given the components' due time."""
+    def content_for(due_at: Any) -> dict[str, Any]:
+        return {"posted": True, "note": ASK_NOTE, "components": [
+            {"id": c.id, "kind": c.kind, "answer_due_at": rfc3339_or_none(due_at)}
+            for c in card.components]}
+    return content_for
+
+
+def _replay(done: StoredResult) -> tuple[int, dict[str, Any], dict[str, Any] | None]:
+    meta: Any = (done.source_meta or {}).get("tool", {})  # as _write_result wrote it
+    return int(meta.get("status", 200)), cast(dict[str, Any], done.content), meta.get("error")

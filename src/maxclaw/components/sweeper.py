@@ -10,6 +10,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from maxclaw.components.service import ComponentService
 from maxclaw.errors import Unavailable
+from maxclaw.presence.service import PresenceService
 
 log = logging.getLogger("maxclaw.sweeper")
 
@@ -17,8 +18,10 @@ log = logging.getLogger("maxclaw.sweeper")
 class Sweeper:
     name = "sweeper"
 
-    def __init__(self, components: ComponentService, interval_s: float, batch: int) -> None:
+    def __init__(self, components: ComponentService, interval_s: float, batch: int,
+                 presence: PresenceService | None = None) -> None:
         self.components = components
+        self.presence = presence
         self.interval_s = interval_s
         self.batch = batch
         self.scheduler: AsyncIOScheduler | None = None
@@ -28,6 +31,10 @@ class Sweeper:
         try:
             result = await self.components.sweep_due_all(self.batch)
             result["expired"] = await self.components.sweep_expired_all(self.batch)
+            # presence re-judged: cards posted while Max watched, now that nobody does
+            result["unwatched"] = await self.components.sweep_unwatched_all(self.batch)
+            if self.presence is not None:  # lapsed presence rows, once judged, are purged
+                result["presence_purged"] = await self.presence.purge_expired()
         except Unavailable:
             log.warning("sweep skipped: database unavailable")
             return

@@ -3,21 +3,24 @@
 Only stores run SQL; services get a connection from ``Database.transaction()`` and hand it to
 store functions, so everything one state change implies commits together or not at all.
 Driver errors that mean "the database is not there" become ``Unavailable`` (503) here, at the
-boundary, so no route ever reports a connection failure as a 500.
+boundary, so no route ever reports a connection failure as a 500; a transaction PostgreSQL
+aborted to break a deadlock (nothing of it stands) is a 503 too.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 import asyncpg
 
 from maxclaw.db.urls import plain_url
 from maxclaw.errors import Invalid, Unavailable
+
+log = logging.getLogger(__name__)
 
 # Exceptions that mean the server or the connection is gone (not a bug in our SQL).
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
@@ -44,6 +47,16 @@ UNSTORABLE_VALUE: tuple[type[BaseException], ...] = (
 )
 
 
+# PostgreSQL broke a lock cycle (or a serialization conflict) by aborting this transaction:
+# nothing it wrote stands, so the request may simply be retried — a 503, never a 500. Each
+# is also a lock-order bug to fix (tests/reliability/test_races.py pins the ones found), so
+# it is logged.
+TRANSIENT_CONFLICTS: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.DeadlockDetectedError,
+    asyncpg.exceptions.SerializationError,
+)
+
+
 def is_connection_error(exc: BaseException) -> bool:
     """Whether ``exc`` says the database is unreachable (retry later), not that a query is wrong."""
     return isinstance(exc, CONNECTION_ERRORS) and not isinstance(exc, UNSTORABLE_VALUE)
@@ -55,6 +68,9 @@ def _translate(exc: BaseException) -> Exception:
     if isinstance(exc, UNSTORABLE_VALUE):
         return Invalid.at(["body"], "a value cannot be stored: a number out of range, or text "
                                     "with a NUL character or an unpaired surrogate")
+    if isinstance(exc, TRANSIENT_CONFLICTS):
+        log.warning("transaction aborted by a lock conflict", extra={"error": type(exc).__name__})
+        return Unavailable("A conflicting write aborted this one; nothing was written. Retry.")
     return Unavailable("The database is unavailable; retry shortly.")
 
 
@@ -139,7 +155,7 @@ class Database:
             async with self.pool.acquire() as conn:
                 self._acquired(began)
                 yield conn
-        except (*CONNECTION_ERRORS, *UNSTORABLE_VALUE) as exc:
+        except (*CONNECTION_ERRORS, *UNSTORABLE_VALUE, *TRANSIENT_CONFLICTS) as exc:
             raise _translate(exc) from exc
 
     @asynccontextmanager
@@ -156,7 +172,7 @@ class Database:
                 if not notify:
                     await conn.execute("SET LOCAL maxclaw.notify = 'off'")
                 yield conn
-        except (*CONNECTION_ERRORS, *UNSTORABLE_VALUE) as exc:
+        except (*CONNECTION_ERRORS, *UNSTORABLE_VALUE, *TRANSIENT_CONFLICTS) as exc:
             raise _translate(exc) from exc
 
     def _acquired(self, began: float) -> None:
@@ -171,9 +187,3 @@ class Database:
             return True
         except (Unavailable, *CONNECTION_ERRORS, asyncpg.PostgresError):
             return False
-
-
-def record_dict(row: Any) -> dict[str, Any]:
-    """An asyncpg Record as a plain dict (UUIDs as strings)."""
-    return {k: (str(v) if k.endswith("id") and v is not None and
-                type(v).__name__ == "UUID" else v) for k, v in row.items()}

@@ -31,10 +31,16 @@ class PresenceService:
             await store.focus(conn, connection_id, user_id, thread_id,
                               self.clock.now() + self.ttl)
 
-    async def leave(self, connection_id: str) -> None:
+    async def leave(self, connection_id: str, user_id: str) -> None:
         async with self.db.connection() as conn:
-            await store.leave(conn, connection_id)
+            await store.leave(conn, user_id, connection_id)
 
     async def is_watching(self, user_id: str, thread_id: str) -> bool:
         async with self.db.connection() as conn:
             return await store.is_watching(conn, user_id, thread_id, self.clock.now())
+
+    async def purge_expired(self) -> int:
+        """Drop rows whose TTL ran out (they count for nothing: ``is_watching`` and the
+        re-judging sweep read only live rows); returns how many."""
+        async with self.db.connection() as conn:
+            return await store.purge_expired(conn, self.clock.now())

@@ -10,10 +10,10 @@ import asyncpg
 UPSERT = """
 INSERT INTO presence (connection_id, user_id, thread_id, expires_at)
 VALUES ($1, $2::uuid, $3::uuid, $4)
-ON CONFLICT (connection_id) DO UPDATE SET thread_id = EXCLUDED.thread_id,
-                                          expires_at = EXCLUDED.expires_at
+ON CONFLICT (user_id, connection_id) DO UPDATE SET thread_id = EXCLUDED.thread_id,
+                                                   expires_at = EXCLUDED.expires_at
 """
-DELETE = "DELETE FROM presence WHERE connection_id = $1"
+DELETE = "DELETE FROM presence WHERE user_id = $1::uuid AND connection_id = $2"
 IS_WATCHING = """
 SELECT EXISTS (SELECT 1 FROM presence
                 WHERE user_id = $1::uuid AND thread_id = $2::uuid AND expires_at > $3)
@@ -27,9 +27,9 @@ async def focus(conn: asyncpg.Connection, connection_id: str, user_id: str,
     await conn.execute(UPSERT, connection_id, user_id, thread_id, expires_at)
 
 
-async def leave(conn: asyncpg.Connection, connection_id: str) -> None:
-    """The connection closed: its presence ends at once."""
-    await conn.execute(DELETE, connection_id)
+async def leave(conn: asyncpg.Connection, user_id: str, connection_id: str) -> None:
+    """The connection closed: its presence ends at once (found by its key: the user's)."""
+    await conn.execute(DELETE, user_id, connection_id)
 
 
 async def is_watching(conn: asyncpg.Connection, user_id: str, thread_id: str,

@@ -8,23 +8,22 @@ hash does in ``auth``). Every write carries the user id the token was found unde
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
-from maxclaw.db.database import record_dict
+from maxclaw.push.rows import ActionTokenRow
 
 MINT = """
 INSERT INTO push_action_tokens (user_id, decision_id, device_id, token_hash, created_at,
-                                expires_at)
-VALUES ($1, $2, $3, $4, $5, $6)
+                                expires_at, scope)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 RETURNING id
 """
 
 # the token with its decision's state (the decision must be the user's: the join says so)
 FIND = """
-SELECT t.id, t.user_id, t.decision_id, t.device_id, t.expires_at, t.used_at, t.revoked_at,
-       d.status AS decision_status, d.settled_via, d.component_id
+SELECT t.id, t.user_id::text, t.decision_id, t.device_id, t.expires_at, t.used_at, t.revoked_at,
+       t.scope, d.status AS decision_status, d.settled_via, d.component_id
 FROM push_action_tokens AS t
 JOIN decisions AS d ON d.id = t.decision_id AND d.user_id = t.user_id
 WHERE t.token_hash = $1
@@ -45,16 +44,17 @@ WHERE decision_id = $1 AND user_id = $2 AND used_at IS NULL AND revoked_at IS NU
 
 
 async def mint(conn: asyncpg.Connection, *, user_id: str, decision_id: int, device_id: int,
-               token_hash: bytes, now: datetime, expires_at: datetime) -> int:
-    """Store a new token's hash; returns its id."""
+               token_hash: bytes, now: datetime, expires_at: datetime,
+               scope: str = "answer") -> int:
+    """Store a new token's hash (``scope``: ``answer`` or ``revoke``); returns its id."""
     return int(await conn.fetchval(MINT, user_id, decision_id, device_id, token_hash, now,
-                                   expires_at))
+                                   expires_at, scope))
 
 
-async def find(conn: asyncpg.Connection, token_hash: bytes) -> dict[str, Any] | None:
+async def find(conn: asyncpg.Connection, token_hash: bytes) -> ActionTokenRow | None:
     """The token (with its decision's status and component), or None."""
     row = await conn.fetchrow(FIND, token_hash)
-    return record_dict(row) if row else None
+    return ActionTokenRow.from_record(row) if row else None
 
 
 async def consume(conn: asyncpg.Connection, *, token_id: int, user_id: str,

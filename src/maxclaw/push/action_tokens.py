@@ -8,10 +8,17 @@ scoped to one decision and one device, answers once, is refused once the decisio
 "text"}`` answers without a bearer token. A secret question's notification carries no token:
 a secret is typed only inside the app.
 
+A token has a scope: ``answer`` for a question's buttons, ``revoke`` for the Revoke button of
+"Main answered … for you" (``action: "revoke"``). A revoke token works while the decision is
+settled by Main's answer; the revoke transition's CAS decides the rest (``409 conflict`` when
+the card is no longer ``main-answered``), and it is spent like an answer token: once.
+
 Refusals (nothing is written for any of them):
 - ``401 unauthorized``, ``data.reason``: ``action_token_unknown`` (never issued, or its device
   was removed), ``action_token_expired``, ``action_token_stale`` (the decision reopened since),
-  ``action_token_other_decision`` (the body names another decision than the token's).
+  ``action_token_other_decision`` (the body names another decision than the token's),
+  ``action_token_scope`` (a question's token sent with ``revoke``, or a revoke token with an
+  answer).
 - ``409 settled``: the decision is settled; ``data.reason`` is ``action_token_used`` when this
   token answered it (a replay), ``decision_settled`` otherwise.
 """
@@ -38,6 +45,8 @@ ACTION_TOKEN_TTL = timedelta(days=31)  # longer than any question may stay open 
 # the platforms whose notifications carry buttons a device answers with (never ``log``: its
 # payloads are written to the server's log, and a token there would be a credential in a log)
 TOKEN_PLATFORMS = ("webpush", "apns")
+# the notifications whose buttons act with a token, and what their token may do
+SCOPES = {"agent-question": "answer", "main-answered": "revoke"}
 
 
 def new_token() -> tuple[str, bytes]:
@@ -51,10 +60,11 @@ def hash_token(token: str) -> bytes:
 
 
 def wants_token(delivery: Delivery) -> bool:
-    """A notification of an open question, not a secret one (a secret opens the app)."""
+    """A notification of an open question, or of Main's answer (its Revoke button), not a
+    secret one (a secret opens the app)."""
     payload = delivery.payload
     return (delivery.kind == "notify" and delivery.decision_id is not None
-            and payload.get("kind") == "agent-question" and not payload.get("secret"))
+            and payload.get("kind") in SCOPES and not payload.get("secret"))
 
 
 class TokenStampingAdapter:
@@ -83,7 +93,8 @@ class TokenStampingAdapter:
         async with self.db.connection() as conn:
             await store.mint(conn, user_id=delivery.user_id, decision_id=delivery.decision_id,
                              device_id=delivery.device_id, token_hash=digest, now=now,
-                             expires_at=now + ACTION_TOKEN_TTL)
+                             expires_at=now + ACTION_TOKEN_TTL,
+                             scope=SCOPES[str(delivery.payload["kind"])])
         return token
 
     async def close(self) -> None:
@@ -108,8 +119,10 @@ class ActionTokens:
         self.db = db
         self.clock = clock
 
-    async def check(self, token: str, decision_id: int | None) -> tuple[Principal, int, Any]:
+    async def check(self, token: str, decision_id: int | None,
+                    scope: str = "answer") -> tuple[Principal, int, Any]:
         """``(principal, decision id, guard)`` for a usable token, else the refusal.
+        ``scope``: what the request does with it (``answer`` or ``revoke``).
 
         ``guard(conn)`` spends the token inside the answer's transaction; if another use won
         meanwhile it raises ``409 settled`` and the answer rolls back with it.
@@ -122,29 +135,33 @@ class ActionTokens:
             raise _refused("action_token_unknown",
                            "This action token is not valid (unknown, or its device was "
                            "removed). Open MaxClaw to answer.")
-        if decision_id is not None and decision_id != row["decision_id"]:
+        if decision_id is not None and decision_id != row.decision_id:
             raise _refused("action_token_other_decision",
                            "This action token belongs to another decision.")
-        if row["used_at"] is not None:
-            raise ComponentError("settled", "This notification was already answered; "
+        if row.scope != scope:
+            raise _refused("action_token_scope",
+                           f"This notification's token cannot {scope}. Open MaxClaw to do it.")
+        if row.used_at is not None:
+            raise ComponentError("settled", "This notification was already used; "
                                  "nothing was changed.", data={"reason": "action_token_used"})
-        if row["decision_status"] != "open":
+        # a revoke token acts on a settled decision (Main's answer); the revoke's CAS judges it
+        if scope == "answer" and row.decision_status != "open":
             raise ComponentError("settled", data={"reason": "decision_settled",
-                                                  "settled_via": row["settled_via"]})
-        if row["revoked_at"] is not None:
+                                                  "settled_via": row.settled_via})
+        if row.revoked_at is not None:
             raise _refused("action_token_stale", "This notification is out of date (the "
                            "question was reopened). Open MaxClaw to answer.")
-        if row["expires_at"] <= self.clock.now():
+        if row.expires_at <= self.clock.now():
             raise _refused("action_token_expired", "This action token has expired. Open "
                            "MaxClaw to answer.")
-        user_id = str(row["user_id"])
-        token_id = int(row["id"])
+        user_id = row.user_id
+        token_id = row.id
 
         async def guard(conn: asyncpg.Connection) -> None:
             if not await store.consume(conn, token_id=token_id, user_id=user_id,
                                        now=self.clock.now()):
-                raise ComponentError("settled", "This notification was already answered; "
+                raise ComponentError("settled", "This notification was already used; "
                                      "nothing was changed.", data={"reason": "action_token_used"})
 
         who = Principal(user_id=user_id, name="push action", role="user")
-        return who, int(row["decision_id"]), guard
+        return who, row.decision_id, guard

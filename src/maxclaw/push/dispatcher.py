@@ -39,6 +39,7 @@ from maxclaw.db.database import Database, connect
 from maxclaw.metrics import Metrics
 from maxclaw.push import store
 from maxclaw.push.adapters.base import Adapter, Delivery, DeliveryError
+from maxclaw.push.rows import ClaimedRow
 from maxclaw.quotas import Quotas
 from maxclaw.settings import Settings
 
@@ -47,6 +48,9 @@ log = logging.getLogger("maxclaw.push")
 CHANNEL = "maxclaw_push"
 LISTEN_RETRY_S = 30.0
 CLAIM_MAX = 64  # rows per claim statement
+# acknowledgement statements in flight at once: a completion waits for at most one write to
+# finish before its own starts (with one writer it waited for a whole write plus its own)
+ACK_WRITERS = 2
 
 
 def backoff_delay(attempt: int, *, base_s: float, max_s: float, rng: random.Random) -> float:
@@ -74,8 +78,10 @@ class Dispatcher:
                  lease_s: float | None = None, send_timeout_s: float = 20.0,
                  poll_s: float = 1.0, concurrency: int | None = None,
                  endpoint_concurrency: int | None = None, listen: bool = True,
-                 rng: random.Random | None = None, quotas: Quotas | None = None) -> None:
+                 rng: random.Random | None = None, quotas: Quotas | None = None,
+                 ack_writers: int = ACK_WRITERS) -> None:
         self.db = db
+        self.ack_writers = ack_writers
         self.quotas = quotas or Quotas(settings)
         self.adapters = dict(adapters)
         self.settings = settings
@@ -91,11 +97,12 @@ class Dispatcher:
         self.concurrency = concurrency or settings.push_concurrency
         self.endpoint_concurrency = endpoint_concurrency or settings.push_endpoint_concurrency
         self._endpoints: dict[str, asyncio.Semaphore] = {}
-        self._held: dict[int, int] = {}  # in flight: outbox id -> the attempt claimed
+        self._held: dict[int, store.Held] = {}  # in flight: outbox id -> (user, id, attempt)
         self._tasks: set[asyncio.Task[None]] = set()
         self._acks: list[tuple[Delivery, asyncio.Future[bool]]] = []
-        self._acker: asyncio.Task[None] | None = None
-        self._more_due = False  # the last claim filled up: refill as slots free
+        self._ackers: set[asyncio.Task[None]] = set()
+        self._more_due = False  # the last claim found rows: claim again as slots free
+        self._cursor = store.FIRST_USER  # the claims' round-robin over users resumes after it
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -122,11 +129,14 @@ class Dispatcher:
             return []
         async with self.db.connection() as conn:
             rows = await store.claim_due(conn, now=self.clock.now(), limit=free,
-                                         lease_s=self.lease_s)
-        self._more_due = len(rows) == free
+                                         lease_s=self.lease_s, after_user=self._cursor)
+        # a claim gives each user a share, so it may return fewer rows than it asked for while
+        # more are due: only an empty claim says the queue is drained
+        self._more_due = bool(rows)
+        self._cursor = store.next_cursor(self._cursor, (row.user_id for row in rows))
         started = []
         for row in rows:
-            self._held[int(row["id"])] = int(row["attempts"])
+            self._held[row.id] = (row.user_id, row.id, row.attempts)
             task = asyncio.create_task(self._run_delivery(row), name="push-delivery")
             self._tasks.add(task)
             task.add_done_callback(self._delivery_done)
@@ -135,10 +145,13 @@ class Dispatcher:
 
     def _delivery_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        # refill once half the slots are free: the claim's cost is mostly per statement (the
-        # fairness window), so fewer, larger claims deliver more per second
-        if self._more_due and self.concurrency - len(self._held) >= max(1, self.concurrency // 2):
+        if self._more_due and self._room_to_refill():
             self._wake.set()
+
+    def _room_to_refill(self) -> bool:
+        """Enough free slots for another claim: a quarter of them, so a claim statement starts
+        a batch of deliveries rather than one (and the slots never run dry while it runs)."""
+        return self.concurrency - len(self._held) >= max(1, self.concurrency // 4)
 
     async def run_once(self) -> int:
         """Claim what fits in the free slots, deliver it all; returns how many were claimed."""
@@ -160,8 +173,8 @@ class Dispatcher:
 
     # -- one delivery ----------------------------------------------------------------------
 
-    async def _run_delivery(self, row: dict[str, Any]) -> None:
-        outbox_id = int(row["id"])
+    async def _run_delivery(self, row: ClaimedRow) -> None:
+        outbox_id = row.id
         try:
             await self._deliver(row)
         except Exception:  # the row stays 'sending'; its lease lapses and it is sent again
@@ -169,13 +182,13 @@ class Dispatcher:
         finally:
             self._held.pop(outbox_id, None)
 
-    async def _deliver(self, row: dict[str, Any]) -> None:
+    async def _deliver(self, row: ClaimedRow) -> None:
         """Send one row and record the outcome: acknowledged, retry, dead or device gone."""
         delivery = Delivery(
-            outbox_id=row["id"], user_id=str(row["user_id"]), device_id=row["device_id"],
-            decision_id=row["decision_id"], kind=row["kind"], payload=row["payload"],
-            platform=row["platform"], config=row["config"], secret=row["secret"],
-            attempt=row["attempts"])
+            outbox_id=row.id, user_id=row.user_id, device_id=row.device_id,
+            decision_id=row.decision_id, kind=row.kind, payload=row.payload,
+            platform=row.platform, config=row.config, secret=row.secret,
+            attempt=row.attempts)
         if delivery.attempt > self.settings.push_max_attempts:
             # only a row whose lease lapsed after its last attempt gets here (the dispatcher
             # holding it died mid-send): give up rather than claim it forever
@@ -186,7 +199,8 @@ class Dispatcher:
         wait = self.quotas.push_wait_s(delivery.user_id)
         if wait > 0:  # the user's deliveries per minute are used up: later, not an attempt
             async with self.db.connection() as conn:
-                await store.defer(conn, outbox_id=delivery.outbox_id, attempt=delivery.attempt,
+                await store.defer(conn, user_id=delivery.user_id, outbox_id=delivery.outbox_id,
+                                  attempt=delivery.attempt,
                                   at=self.clock.now() + timedelta(seconds=wait))
             self.metrics.pushes.labels(delivery.platform, "deferred").inc()
             return
@@ -221,20 +235,33 @@ class Dispatcher:
 
     async def _acknowledge(self, delivery: Delivery) -> bool:
         """Mark this delivery sent, sharing a statement with the others that completed while
-        the previous acknowledgement was written; False when the row was no longer ours."""
+        an earlier acknowledgement was written; False when the row was no longer ours."""
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._acks.append((delivery, done))
-        if self._acker is None or self._acker.done():
-            self._acker = asyncio.create_task(self._write_acks(), name="push-acks")
+        if len(self._ackers) < self.ack_writers:
+            task = asyncio.create_task(self._write_acks(), name="push-acks")
+            self._ackers.add(task)
         return await done
 
     async def _write_acks(self) -> None:
+        """Write queued acknowledgements until none is left, then leave the writer set in the
+        same step as the last look at the queue. (A done-callback took the writer off later: an
+        acknowledgement queued in between found every writer slot taken by writers that had
+        already finished, and waited forever while the heartbeat kept its row's lease alive.)"""
+        me = asyncio.current_task()
+        try:
+            await self._write_queued_acks()
+        finally:
+            if me is not None:
+                self._ackers.discard(me)
+
+    async def _write_queued_acks(self) -> None:
         while self._acks:
             batch, self._acks = self._acks, []
             try:
                 async with self.db.connection() as conn:
                     held = await store.mark_sent_many(
-                        conn, sent=[(d.outbox_id, d.attempt) for d, _ in batch],
+                        conn, sent=[(d.user_id, d.outbox_id, d.attempt) for d, _ in batch],
                         now=self.clock.now())
             except Exception as exc:
                 for _, done in batch:
@@ -265,7 +292,7 @@ class Dispatcher:
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
-            held = list(self._held.items())
+            held = list(self._held.values())
             if not held:
                 continue
             try:
@@ -275,7 +302,7 @@ class Dispatcher:
             except Exception:
                 log.exception("push lease heartbeat failed; retrying")
                 continue
-            lost = [i for i, _ in held if i not in kept and i in self._held]
+            lost = [i for _, i, _ in held if i not in kept and i in self._held]
             if lost:
                 log.warning("push leases lost while sending", extra={"outbox_ids": lost[:20]})
 
@@ -287,7 +314,8 @@ class Dispatcher:
             return
         async with self.db.connection() as conn:
             if final:
-                await store.mark_dead(conn, outbox_id=delivery.outbox_id,
+                await store.mark_dead(conn, user_id=delivery.user_id,
+                                      outbox_id=delivery.outbox_id,
                                       attempt=delivery.attempt, error=exc.message)
             else:
                 delay = backoff_delay(delivery.attempt, base_s=self.settings.push_backoff_base_s,
@@ -295,7 +323,8 @@ class Dispatcher:
                 delay = max(delay, min(exc.retry_after_s or 0.0,
                                        self.settings.push_backoff_max_s))
                 at = self.clock.now() + timedelta(seconds=delay)
-                await store.schedule_retry(conn, outbox_id=delivery.outbox_id,
+                await store.schedule_retry(conn, user_id=delivery.user_id,
+                                           outbox_id=delivery.outbox_id,
                                            attempt=delivery.attempt, next_attempt_at=at,
                                            error=exc.message)
                 self._next_retry = at if self._next_retry is None else min(self._next_retry, at)
@@ -363,7 +392,7 @@ class Dispatcher:
                         log.exception("push dispatcher claim failed; retrying after the poll "
                                       "interval")
                         self._more_due = False
-                    if self._more_due and len(self._held) < self.concurrency:
+                    if self._more_due and self._room_to_refill():
                         continue  # more is due and there is room for it now
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), self._idle_wait())

@@ -13,7 +13,13 @@ from typing import Any
 import asyncpg
 
 from maxclaw.push import store
-from maxclaw.push.payload import build_payload, withdraw_payload
+from maxclaw.push.payload import (
+    build_payload,
+    handed_back_payload,
+    main_answered_payload,
+    withdraw_payload,
+)
+from maxclaw.push.rows import NewPush
 
 
 async def enqueue_notification(conn: asyncpg.Connection, *, user_id: str,
@@ -32,9 +38,9 @@ async def enqueue_notifications(conn: asyncpg.Connection,
     rows = []
     for decision, thread_title in items:
         payload = build_payload(decision, thread_title)
-        rows.append({"user_id": decision["user_id"], "decision_id": int(decision["id"]),
-                     "kind": "notify", "collapse_id": payload["collapse_id"],
-                     "payload": payload})
+        rows.append(NewPush(user_id=str(decision["user_id"]), decision_id=int(decision["id"]),
+                            kind="notify", collapse_id=payload["collapse_id"],
+                            payload=payload))
     return await store.enqueue_many(conn, rows)
 
 
@@ -44,3 +50,25 @@ async def enqueue_withdraw(conn: asyncpg.Connection, *, user_id: str,
     payload = withdraw_payload(decision)
     return await store.withdraw(conn, user_id=user_id, decision_id=int(decision["id"]),
                                 collapse_id=payload["collapse_id"], payload=payload)
+
+
+async def enqueue_main_answered(conn: asyncpg.Connection, *, user_id: str,
+                                decision: dict[str, Any], thread_title: str, body: str,
+                                reason: str | None) -> int:
+    """Tell Max that Main answered for him (Why? / Revoke); queued after the settled
+    question's withdraw, so per device the withdraw goes first; returns rows queued."""
+    payload = main_answered_payload(decision, thread_title, body, reason)
+    return await store.enqueue(conn, user_id=user_id, decision_id=int(decision["id"]),
+                               kind="notify", collapse_id=payload["collapse_id"],
+                               payload=payload)
+
+
+async def enqueue_handed_back(conn: asyncpg.Connection, *, user_id: str,
+                              decision: dict[str, Any], thread_title: str, body: str,
+                              note: str | None) -> int:
+    """Notify Max again of a question Main handed back, with Main's note; returns rows
+    queued."""
+    payload = handed_back_payload(decision, thread_title, body, note)
+    return await store.enqueue(conn, user_id=user_id, decision_id=int(decision["id"]),
+                               kind="notify", collapse_id=payload["collapse_id"],
+                               payload=payload)

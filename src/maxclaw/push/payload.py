@@ -75,6 +75,51 @@ def build_payload(decision: dict[str, Any], thread_title: str) -> dict[str, Any]
     }
 
 
+# the buttons of "Main answered … for you": Why? opens the card (``url``), Revoke answers
+# ``POST /v1/push/actions`` with ``action: "revoke"`` and the payload's revoke-scoped token
+MAIN_ANSWERED_ACTIONS = ({"id": "why", "title": "Why?", "open": True},
+                         {"id": "revoke", "title": "Revoke"})
+
+
+def card_url(thread_id: str | None, component_id: str) -> str:
+    """Where the WebUI shows the card (its thread; the app focuses ``component_id``)."""
+    return f"/#/t/{thread_id}" if thread_id else "/"
+
+
+def main_answered_payload(decision: dict[str, Any], thread_title: str, body: str,
+                          reason: str | None) -> dict[str, Any]:
+    """The ``main-answered`` notification: Main answered the decision's question for Max.
+    ``body`` is built by the caller from the question and Main's answer (``(secret)`` for a
+    sensitive one); ``reason`` is Main's, what "Why?" shows."""
+    component_id = str(decision["component_id"])
+    thread_id = decision.get("thread_id")
+    thread = str(thread_id) if thread_id is not None else None
+    return {
+        "v": PAYLOAD_VERSION,
+        "kind": "main-answered",
+        "decision_id": int(decision["id"]),
+        "component_id": component_id,
+        "thread_id": thread,
+        "title": thread_title or str(decision.get("title") or "") or "MaxClaw",
+        "body": body,
+        "reason": reason,
+        "actions": [dict(a) for a in MAIN_ANSWERED_ACTIONS],
+        "reply": None,
+        "url": card_url(thread, component_id),
+        # the same key as the question's: this replaces its notification, and a reopened
+        # question's (after Revoke) replaces this one
+        "collapse_id": collapse_id(component_id),
+        "secret": bool(decision.get("sensitive")),
+    }
+
+
+def handed_back_payload(decision: dict[str, Any], thread_title: str, body: str,
+                        note: str | None) -> dict[str, Any]:
+    """The question's notification again after Main handed it back: the same buttons and
+    reply box (it is still open), the body led by Main's note (``main_note``)."""
+    return {**build_payload(decision, thread_title), "body": body, "main_note": note}
+
+
 def withdraw_payload(decision: dict[str, Any]) -> dict[str, Any]:
     """The push that replaces (removes) a settled decision's notification."""
     return {"v": PAYLOAD_VERSION, "kind": "withdraw",

@@ -47,8 +47,12 @@ class DecisionSettler(Protocol):
     async def settle(self, who: Principal, decision_id: int | str, selected: Any, text: Any,
                      via: str = ..., guard: AnswerGuard | None = ...) -> dict[str, Any]: ...
 
+    async def revoke(self, who: Principal, decision_id: int | str, via: str = ...,
+                     guard: AnswerGuard | None = ...) -> dict[str, Any]: ...
+
 
 OPTION_ACTION = re.compile(r"^opt:(.+)$", re.DOTALL)
+REVOKE_ACTION = "revoke"  # the Revoke button of "Main answered … for you"
 APNS_TOKEN = re.compile(r"^[0-9A-Fa-f]{64,200}$")
 HTTP_TIMEOUT_S = 10.0
 
@@ -140,7 +144,7 @@ class PushService:
             raise RateLimited(f"This user already has {limit} push devices; forget one "
                               "(DELETE /v1/push/devices/{id}) before adding another.",
                               retry_after_s=60)
-        return {"id": row["id"], "platform": row["platform"]}
+        return {"id": row.id, "platform": row.platform}
 
     async def _public_url(self, url: str, loc: list[str | int], *,
                           https_only: bool = False) -> str:
@@ -168,8 +172,8 @@ class PushService:
         """The user's devices without secrets or keys (platform, where, since when)."""
         async with self.db.connection() as conn:
             rows = await store.list_devices(conn, user_id=who.user_id)
-        return [{"id": r["id"], "platform": r["platform"], "created_at": rfc3339(r["created_at"]),
-                 "address": _display_address(r["platform"], r["config"])} for r in rows]
+        return [{"id": r.id, "platform": r.platform, "created_at": rfc3339(r.created_at),
+                 "address": _display_address(r.platform, r.config)} for r in rows]
 
     async def send_test(self, who: Principal, device_id: int | None) -> dict[str, Any]:
         """Queue a test notification for the user's devices (or one); ``{"queued": n}``."""
@@ -188,7 +192,11 @@ class PushService:
 
     async def act(self, who: Principal, decision_id: int, action: str,
                   text: str | None) -> dict[str, Any]:
-        """Answer a decision from a notification button or its reply box (via ``push``)."""
+        """Answer a decision from a notification button or its reply box (via ``push``), or
+        revoke Main's answer to it (``revoke``)."""
+        if action == REVOKE_ACTION:
+            revoked: dict[str, Any] = await self.decisions.revoke(who, decision_id, via="push")
+            return revoked
         selected, note = _parse_action(action, text)
         result: dict[str, Any] = await self.decisions.settle(who, decision_id, selected, note,
                                                              via="push")
@@ -198,6 +206,12 @@ class PushService:
                              decision_id: int | None = None) -> dict[str, Any]:
         """The same, with a notification's action token instead of a bearer token: the
         token is spent in the answer's transaction (``action_tokens.py`` lists refusals)."""
+        if action == REVOKE_ACTION:
+            who, token_decision, guard = await self.action_tokens.check(token, decision_id,
+                                                                        scope="revoke")
+            revoked: dict[str, Any] = await self.decisions.revoke(who, token_decision,
+                                                                  via="push", guard=guard)
+            return revoked
         selected, note = _parse_action(action, text)
         who, token_decision, guard = await self.action_tokens.check(token, decision_id)
         result: dict[str, Any] = await self.decisions.settle(who, token_decision, selected,
@@ -216,11 +230,11 @@ def _parse_action(action: str, text: str | None) -> tuple[list[str], str | None]
             raise Invalid.at(["body", "text"], "the reply box needs some text")
         selected = []
     else:
-        raise Invalid.at(["body", "action"], "must be 'opt:<option id>' or 'other'")
+        raise Invalid.at(["body", "action"], "must be 'opt:<option id>', 'other' or 'revoke'")
     return selected, note
 
 
-def _display_address(platform: str, config: dict[str, Any]) -> str | None:
+def _display_address(platform: str, config: dict[str, object]) -> str | None:
     """Enough of the address to recognise a device, nothing that would let one push to it."""
     if platform == "webpush":
         return host_of(str(config["endpoint"]))

@@ -9,23 +9,24 @@ fenced by the attempt number it claimed, so a dispatcher that lost its lease cha
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
-from maxclaw.db.database import record_dict
+from maxclaw.push.rows import ClaimedRow, DeviceRow, NewPush
+
+FIRST_USER = str(uuid.UUID(int=0))  # a claim round from the smallest user id
+Held = tuple[str, int, int]  # a claimed row: (user id, outbox id, attempt claimed)
 
 # -- enqueue: one row per registered device of the user, in one statement --------------------
-# The tail of every enqueue: count the rows a ``queued`` CTE inserted and, when there are any,
-# send the hint that wakes LISTENing dispatchers. It is skipped when nothing was queued or when
-# the caller switched notifications off for its transaction (polling still finds the rows).
-COUNT_AND_HINT = """, counted AS (SELECT count(*) AS n FROM queued)
-SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
-               THEN pg_notify('maxclaw_push', '') END AS hint
-FROM counted
-"""
-
+# Every enqueue ends the same way: ``counted`` counts the rows its ``queued`` CTE inserted and,
+# when there are any, sends the hint that wakes LISTENing dispatchers. The hint is skipped when
+# nothing was queued or when the caller switched notifications off for its transaction
+# (polling still finds the rows). The tail is written out in each statement (ENQUEUE,
+# ENQUEUE_MANY, WITHDRAW, test_notification.ENQUEUE_TEST) so each reads whole where it is
+# defined; tests/unit/test_architecture.py fails on a statement assembled from fragments.
 ENQUEUE = """
 WITH queued AS (
     INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
@@ -33,47 +34,74 @@ WITH queued AS (
     FROM push_devices AS d
     WHERE d.user_id = $1
     RETURNING id
-)""" + COUNT_AND_HINT
+), counted AS (SELECT count(*) AS n FROM queued)
+SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
+               THEN pg_notify('maxclaw_push', '') END AS hint
+FROM counted
+"""
 
 # -- claim: due rows, fairly between users, never two rows of one (decision, device) at once --
 # A 'sending' row's next_attempt_at is its lease end, so one partial index serves both fresh
-# rows and rows whose lease lapsed. The NOT EXISTS keeps each (decision, device) in id order:
-# a withdraw never overtakes the notification it withdraws, and a reopened decision's new
-# notification never overtakes the withdraw. Fairness: of the oldest ``$4`` ready rows, each
-# user's first row comes before anyone's second (``turn``), so one user's thousand devices
-# take one slot of a claim, not all of them, and another user's single push is not queued
-# behind them.
+# rows and rows whose lease lapsed. The claim costs what it takes, not what is queued: it walks
+# ``push_outbox_user_ready (user_id, next_attempt_at, id)`` and never reads the whole backlog
+# (the previous claim sorted the oldest 2,000 ready rows by user on every call, and that sort
+# was the dispatcher's ceiling).
+# - ``visit``: the users with a due row, one index probe each (a loose index scan), at most
+#   ``$2``, in round-robin order: after ``$4`` (the last user the dispatcher served), then
+#   wrapping to the smallest id, so no user waits behind more than one round of the others.
+# - ``share``: each visited user may send an equal share of the claim (at least one row), so
+#   one user's thousand devices take one share, not every slot, and another user's single
+#   push goes out in the same claim. A user with fewer due rows leaves its share unused; the
+#   dispatcher claims again while rows come back.
+# - per user, the oldest due rows, skipping (not waiting for) rows another dispatcher holds.
+#   The NOT EXISTS keeps each (decision, device) in id order: a withdraw never overtakes the
+#   notification it withdraws, and a reopened decision's new notification never overtakes
+#   the withdraw.
 CLAIM_DUE = """
-WITH ready AS (
-    SELECT o.id, o.user_id, o.next_attempt_at
-    FROM push_outbox AS o
-    WHERE o.status IN ('pending', 'sending') AND o.next_attempt_at <= $1
-      AND NOT EXISTS (
-          SELECT 1 FROM push_outbox AS e
-          WHERE e.decision_id = o.decision_id AND e.device_id = o.device_id AND e.id < o.id
-            AND e.status IN ('pending', 'sending'))
-    ORDER BY o.next_attempt_at
-    LIMIT $4
-), ranked AS (
-    SELECT r.id, r.next_attempt_at,
-           row_number() OVER (PARTITION BY r.user_id ORDER BY r.next_attempt_at, r.id) AS turn
-    FROM ready AS r
+WITH RECURSIVE visit (user_id, wrapped, n) AS (
+    SELECT $4::uuid, false, 0
+    UNION ALL
+    SELECT nxt.user_id, nxt.wrapped, v.n + 1
+    FROM visit AS v CROSS JOIN LATERAL (
+        (SELECT o.user_id, v.wrapped FROM push_outbox AS o
+          WHERE o.status IN ('pending', 'sending') AND o.next_attempt_at <= $1
+            AND o.user_id > v.user_id AND (NOT v.wrapped OR o.user_id <= $4)
+          ORDER BY o.user_id, o.next_attempt_at, o.id LIMIT 1)
+        UNION ALL
+        (SELECT o.user_id, true FROM push_outbox AS o
+          WHERE o.status IN ('pending', 'sending') AND o.next_attempt_at <= $1
+            AND NOT v.wrapped AND o.user_id <= $4
+          ORDER BY o.user_id, o.next_attempt_at, o.id LIMIT 1)
+        LIMIT 1
+    ) AS nxt (user_id, wrapped)
+    WHERE v.n < $2
+), share AS (
+    SELECT greatest(1, $2 / greatest(count(*), 1))::int AS k FROM visit WHERE n > 0
 ), due AS (
-    -- the lock sits under the LIMIT: rows another dispatcher holds do not use up the claim
-    SELECT o.id
-    FROM push_outbox AS o JOIN ranked AS r ON r.id = o.id
-    WHERE o.status IN ('pending', 'sending') AND o.next_attempt_at <= $1
-    ORDER BY r.turn, r.next_attempt_at, r.id
-    LIMIT $2
-    FOR UPDATE OF o SKIP LOCKED
+    SELECT v.user_id, c.id
+    FROM visit AS v CROSS JOIN share AS s CROSS JOIN LATERAL (
+        SELECT o.id FROM push_outbox AS o
+        WHERE o.user_id = v.user_id AND o.status IN ('pending', 'sending')
+          AND o.next_attempt_at <= $1
+          AND (o.decision_id IS NULL OR NOT EXISTS (
+              SELECT 1 FROM push_outbox AS e
+              WHERE e.user_id = o.user_id AND e.decision_id = o.decision_id
+                AND e.device_id = o.device_id AND e.id < o.id
+                AND e.status IN ('pending', 'sending')))
+        ORDER BY o.next_attempt_at, o.id
+        LIMIT s.k
+        FOR UPDATE OF o SKIP LOCKED
+    ) AS c
+    WHERE v.n > 0
 )
 UPDATE push_outbox AS o
 SET status = 'sending', attempts = o.attempts + 1,
     lease_until = $1 + make_interval(secs => $3),
     next_attempt_at = $1 + make_interval(secs => $3)
-FROM due, push_devices AS d
-WHERE o.id = due.id AND d.id = o.device_id
-RETURNING o.id, o.user_id, o.device_id, o.decision_id, o.kind, o.collapse_id, o.payload,
+FROM push_devices AS d
+WHERE o.user_id = ANY (ARRAY(SELECT user_id FROM due)) AND o.id = ANY (ARRAY(SELECT id FROM due))
+  AND d.user_id = o.user_id AND d.id = o.device_id
+RETURNING o.id, o.user_id::text, o.device_id, o.decision_id, o.kind, o.collapse_id, o.payload,
           o.attempts, o.lease_until, d.platform, d.config, d.secret
 """
 
@@ -82,42 +110,44 @@ RETURNING o.id, o.user_id, o.device_id, o.decision_id, o.kind, o.collapse_id, o.
 # dispatcher once a short lease runs out
 EXTEND_LEASES = """
 UPDATE push_outbox AS o
-SET lease_until = $3::timestamptz + make_interval(secs => $4),
-    next_attempt_at = $3::timestamptz + make_interval(secs => $4)
-FROM unnest($1::bigint[], $2::int[]) AS s(id, attempt)
-WHERE o.id = s.id AND o.status = 'sending' AND o.attempts = s.attempt
+SET lease_until = $4::timestamptz + make_interval(secs => $5),
+    next_attempt_at = $4::timestamptz + make_interval(secs => $5)
+FROM unnest($1::uuid[], $2::bigint[], $3::int[]) AS s(user_id, id, attempt)
+WHERE o.user_id = s.user_id AND o.id = s.id AND o.status = 'sending'
+  AND o.attempts = s.attempt
 RETURNING o.id
 """
 
 MARK_SENT = """
-UPDATE push_outbox SET status = 'sent', sent_at = $3, lease_until = NULL
-WHERE id = $1 AND status = 'sending' AND attempts = $2
+UPDATE push_outbox SET status = 'sent', sent_at = $4, lease_until = NULL
+WHERE user_id = $1 AND id = $2 AND status = 'sending' AND attempts = $3
 """
 
 # the deliveries that completed since the last acknowledgement, in one statement (a group
 # commit: one commit for whatever finished while the previous one was being written)
 MARK_SENT_MANY = """
-UPDATE push_outbox AS o SET status = 'sent', sent_at = $3, lease_until = NULL
-FROM unnest($1::bigint[], $2::int[]) AS s(id, attempt)
-WHERE o.id = s.id AND o.status = 'sending' AND o.attempts = s.attempt
+UPDATE push_outbox AS o SET status = 'sent', sent_at = $4, lease_until = NULL
+FROM unnest($1::uuid[], $2::bigint[], $3::int[]) AS s(user_id, id, attempt)
+WHERE o.user_id = s.user_id AND o.id = s.id AND o.status = 'sending'
+  AND o.attempts = s.attempt
 RETURNING o.id
 """
 
 SCHEDULE_RETRY = """
 UPDATE push_outbox
-SET status = 'pending', next_attempt_at = $3, lease_until = NULL, last_error = $4
-WHERE id = $1 AND status = 'sending' AND attempts = $2
+SET status = 'pending', next_attempt_at = $4, lease_until = NULL, last_error = $5
+WHERE user_id = $1 AND id = $2 AND status = 'sending' AND attempts = $3
 """
 
 DEFER = """
 UPDATE push_outbox
-SET status = 'pending', attempts = attempts - 1, next_attempt_at = $3, lease_until = NULL
-WHERE id = $1 AND status = 'sending' AND attempts = $2
+SET status = 'pending', attempts = attempts - 1, next_attempt_at = $4, lease_until = NULL
+WHERE user_id = $1 AND id = $2 AND status = 'sending' AND attempts = $3
 """
 
 MARK_DEAD = """
-UPDATE push_outbox SET status = 'dead', lease_until = NULL, last_error = $3
-WHERE id = $1 AND status = 'sending' AND attempts = $2
+UPDATE push_outbox SET status = 'dead', lease_until = NULL, last_error = $4
+WHERE user_id = $1 AND id = $2 AND status = 'sending' AND attempts = $3
 """
 
 # -- devices -----------------------------------------------------------------------------
@@ -138,7 +168,7 @@ LOCK_USER_DEVICES = "SELECT pg_advisory_xact_lock(hashtext('maxclaw_push_devices
 
 COUNT_DEVICES = "SELECT count(*) FROM push_devices WHERE user_id = $1"
 
-DELETE_DEVICE = "DELETE FROM push_devices WHERE id = $1 AND user_id = $2"
+DELETE_DEVICE = "DELETE FROM push_devices WHERE user_id = $1 AND id = $2"
 
 LIST_DEVICES = """
 SELECT id, platform, config, created_at FROM push_devices WHERE user_id = $1 ORDER BY id
@@ -154,116 +184,158 @@ WITH queued AS (
          AS x(user_id, decision_id, kind, collapse_id, payload)
     JOIN push_devices AS d ON d.user_id = x.user_id
     RETURNING id
-)""" + COUNT_AND_HINT
+), counted AS (SELECT count(*) AS n FROM queued)
+SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
+               THEN pg_notify('maxclaw_push', '') END AS hint
+FROM counted
+"""
 
 
-async def enqueue_many(conn: asyncpg.Connection, items: list[dict[str, Any]]) -> int:
-    """Queue several payloads (``user_id, decision_id, kind, collapse_id, payload``) for every
-    device of their users in one statement; returns the number of rows queued."""
+async def enqueue_many(conn: asyncpg.Connection, items: list[NewPush]) -> int:
+    """Queue several payloads for every device of their users in one statement; returns the
+    number of rows queued."""
     if not items:
         return 0
-    cols = ("user_id", "decision_id", "kind", "collapse_id", "payload")
-    row = await conn.fetchrow(ENQUEUE_MANY, *[[i[c] for i in items] for c in cols])
+    row = await conn.fetchrow(
+        ENQUEUE_MANY, [i.user_id for i in items], [i.decision_id for i in items],
+        [i.kind for i in items], [i.collapse_id for i in items], [i.payload for i in items])
     return int(row["n"]) if row else 0
 
 
 async def enqueue(conn: asyncpg.Connection, *, user_id: str, decision_id: int | None,
-                  kind: str, collapse_id: str | None, payload: dict[str, Any]) -> int:
+                  kind: str, collapse_id: str | None, payload: dict[str, object]) -> int:
     """Queue ``payload`` for every device of the user; returns the number of rows queued."""
     row = await conn.fetchrow(ENQUEUE, user_id, decision_id, kind, collapse_id, payload)
     return int(row["n"]) if row else 0
 
 
-# The withdraw of a settled decision in one statement, per device, by the device's latest
-# notification of it:
-# - still pending and never attempted: it is cancelled (``dead``, "superseded") and the device
-#   gets no withdraw, since it never showed anything;
-# - sent, in flight (``sending``), or pending a retry after an attempt (which may have reached
-#   the device though its answer was lost): the device gets a withdraw, which the claim order
-#   keeps behind the notification;
-# - dead (given up): nothing was shown, no withdraw.
-# ``cancelled`` reports what this statement really cancelled: a notification that a dispatcher
-# claimed while this ran is no longer pending, is not cancelled, and so gets its withdraw.
+# The withdraw of a settled decision in one statement, per device, by the newest of the
+# device's rows for it that may be showing (``shown``):
+# - a notification still pending and never attempted is cancelled (``dead``, "superseded")
+#   and does not count: it never showed anything;
+# - a notification given up (dead, never delivered) does not count either;
+# - so the newest row left decides: a notification (sent, in flight, or pending a retry
+#   after an attempt that may have reached the device) gets a withdraw, which the claim order
+#   keeps behind it; a withdraw, or nothing, gets none.
+# Counting every row, not only the newest notification, matters when a notification replaced
+# an earlier one of the same decision: the newer one cancelled unsent leaves the older one
+# showing, and it needs its withdraw (tests/reliability/test_db_faults.py found a decision
+# settled with its sent notification never withdrawn). ``cancelled`` reports what this
+# statement really cancelled: a notification that a dispatcher claimed while this ran is no
+# longer pending, is not cancelled, and so still counts.
 WITHDRAW = """
-WITH latest AS (
-    SELECT DISTINCT ON (o.device_id) o.id, o.device_id, o.status
-    FROM push_outbox AS o
-    WHERE o.decision_id = $2 AND o.user_id = $1 AND o.kind = 'notify'
-    ORDER BY o.device_id, o.id DESC
-), cancelled AS (
+WITH cancelled AS (
     UPDATE push_outbox
        SET status = 'dead', last_error = 'superseded: the decision was settled before delivery'
      WHERE decision_id = $2 AND user_id = $1 AND kind = 'notify' AND status = 'pending'
     RETURNING id, attempts
+), shown AS (
+    SELECT DISTINCT ON (o.device_id) o.device_id, o.kind
+    FROM push_outbox AS o
+    WHERE o.user_id = $1 AND o.decision_id = $2
+      AND NOT (o.kind = 'notify' AND o.status = 'dead'
+               AND (o.attempts = 0 OR coalesce(o.last_error, '') NOT LIKE 'superseded%'))
+      AND NOT EXISTS (SELECT 1 FROM cancelled AS c WHERE c.id = o.id AND c.attempts = 0)
+    ORDER BY o.device_id DESC, o.id DESC
 ), queued AS (
     INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
     SELECT d.user_id, d.id, $2, 'withdraw', $3, $4
-    FROM latest AS l JOIN push_devices AS d ON d.id = l.device_id
-    WHERE d.user_id = $1 AND l.status <> 'dead'
-      AND NOT EXISTS (SELECT 1 FROM cancelled AS c WHERE c.id = l.id AND c.attempts = 0)
+    FROM shown AS l JOIN push_devices AS d ON d.user_id = $1 AND d.id = l.device_id
+    WHERE l.kind = 'notify'
     RETURNING id
-)""" + COUNT_AND_HINT
+), counted AS (SELECT count(*) AS n FROM queued)
+SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
+               THEN pg_notify('maxclaw_push', '') END AS hint
+FROM counted
+"""
 
 
 async def withdraw(conn: asyncpg.Connection, *, user_id: str, decision_id: int,
-                   collapse_id: str, payload: dict[str, Any]) -> int:
+                   collapse_id: str, payload: dict[str, object]) -> int:
     """Cancel a decision's pending notifications and queue a withdraw for each device that may
     show one (see ``WITHDRAW``); returns rows queued."""
     row = await conn.fetchrow(WITHDRAW, user_id, decision_id, collapse_id, payload)
     return int(row["n"]) if row else 0
 
 
-async def claim_due(conn: asyncpg.Connection, *, now: datetime, limit: int,
-                    lease_s: float, window: int = 2000) -> list[dict[str, Any]]:
-    """Claim up to ``limit`` due rows (with their device) for ``lease_s`` seconds, taking turns
-    between the users of the oldest ``window`` ready rows."""
-    rows = await conn.fetch(CLAIM_DUE, now, limit, lease_s, max(window, limit))
-    return [record_dict(r) for r in rows]
+async def claim_due(conn: asyncpg.Connection, *, now: datetime, limit: int, lease_s: float,
+                    after_user: str = FIRST_USER) -> list[ClaimedRow]:
+    """Claim up to ``limit`` due rows (with their device) for ``lease_s`` seconds, an equal
+    share for each of up to ``limit`` users, taken in turn from the user after ``after_user``."""
+    rows = await conn.fetch(CLAIM_DUE, now, limit, lease_s, after_user)
+    return [ClaimedRow.from_record(r) for r in rows]
 
 
-async def extend_leases(conn: asyncpg.Connection, *, held: list[tuple[int, int]],
-                        now: datetime, lease_s: float) -> set[int]:
-    """Extend the leases of ``(outbox id, attempt)`` rows still held; returns their ids."""
-    rows = await conn.fetch(EXTEND_LEASES, [i for i, _ in held], [a for _, a in held], now,
-                            lease_s)
+def next_cursor(after_user: str, claimed_users: Iterable[str]) -> str:
+    """Where the next claim's round starts: the last of ``claimed_users`` (the users a claim
+    from ``after_user`` served) in that claim's order (after ``after_user``, then from the
+    smallest id)."""
+    users = {uuid.UUID(str(u)) for u in claimed_users}
+    if not users:
+        return after_user
+    wrapped = [u for u in users if u <= uuid.UUID(after_user)]
+    return str(max(wrapped) if wrapped else max(users))
+
+
+async def extend_leases(conn: asyncpg.Connection, *, held: list[Held], now: datetime,
+                        lease_s: float) -> set[int]:
+    """Extend the leases of ``(user id, outbox id, attempt)`` rows still held; returns the
+    outbox ids still held."""
+    held = sorted(held, key=_lock_order)  # id order in every multi-row write (mark_sent_many)
+    rows = await conn.fetch(EXTEND_LEASES, *_columns(held), now, lease_s)
     return {int(r["id"]) for r in rows}
 
 
-async def mark_sent(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,
+async def mark_sent(conn: asyncpg.Connection, *, user_id: str, outbox_id: int, attempt: int,
                     now: datetime) -> bool:
     """Record a delivery; False when this attempt no longer holds the row (lease lost)."""
-    return bool(await conn.execute(MARK_SENT, outbox_id, attempt, now) == "UPDATE 1")
-
-
-async def mark_sent_many(conn: asyncpg.Connection, *, sent: list[tuple[int, int]],
-                         now: datetime) -> set[int]:
-    """Record ``(outbox id, attempt)`` deliveries; returns the ids this dispatcher still held."""
-    rows = await conn.fetch(MARK_SENT_MANY, [i for i, _ in sent], [a for _, a in sent], now)
-    return {int(r["id"]) for r in rows}
-
-
-async def schedule_retry(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,
-                         next_attempt_at: datetime, error: str) -> bool:
-    """Put a failed row back in the queue for ``next_attempt_at``, keeping the error."""
-    result = await conn.execute(SCHEDULE_RETRY, outbox_id, attempt, next_attempt_at, error)
+    result = await conn.execute(MARK_SENT, user_id, outbox_id, attempt, now)
     return bool(result == "UPDATE 1")
 
 
-async def defer(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,
+async def mark_sent_many(conn: asyncpg.Connection, *, sent: list[Held],
+                         now: datetime) -> set[int]:
+    """Record ``(user id, outbox id, attempt)`` deliveries; returns the outbox ids this
+    dispatcher still held."""
+    # in id order, as the heartbeat's: two writes that lock the same rows in opposite orders
+    # could deadlock, and the one PostgreSQL aborts would leave a delivered row to be re-sent
+    sent = sorted(sent, key=_lock_order)
+    rows = await conn.fetch(MARK_SENT_MANY, *_columns(sent), now)
+    return {int(r["id"]) for r in rows}
+
+
+def _lock_order(row: Held) -> int:
+    return row[1]
+
+
+def _columns(rows: list[Held]) -> tuple[list[str], list[int], list[int]]:
+    return [u for u, _, _ in rows], [i for _, i, _ in rows], [a for _, _, a in rows]
+
+
+async def schedule_retry(conn: asyncpg.Connection, *, user_id: str, outbox_id: int,
+                         attempt: int, next_attempt_at: datetime, error: str) -> bool:
+    """Put a failed row back in the queue for ``next_attempt_at``, keeping the error."""
+    result = await conn.execute(SCHEDULE_RETRY, user_id, outbox_id, attempt, next_attempt_at,
+                                error)
+    return bool(result == "UPDATE 1")
+
+
+async def defer(conn: asyncpg.Connection, *, user_id: str, outbox_id: int, attempt: int,
                 at: datetime) -> bool:
     """Put a claimed row back unsent until ``at`` without using up an attempt (a quota)."""
-    return bool(await conn.execute(DEFER, outbox_id, attempt, at) == "UPDATE 1")
+    return bool(await conn.execute(DEFER, user_id, outbox_id, attempt, at) == "UPDATE 1")
 
 
-async def mark_dead(conn: asyncpg.Connection, *, outbox_id: int, attempt: int,
+async def mark_dead(conn: asyncpg.Connection, *, user_id: str, outbox_id: int, attempt: int,
                     error: str) -> bool:
     """Give a row up for good, keeping the error that ended it."""
-    return bool(await conn.execute(MARK_DEAD, outbox_id, attempt, error) == "UPDATE 1")
+    result = await conn.execute(MARK_DEAD, user_id, outbox_id, attempt, error)
+    return bool(result == "UPDATE 1")
 
 
 async def save_device(conn: asyncpg.Connection, *, user_id: str, platform: str, address: str,
-                      config: dict[str, Any], secret: str | None,
-                      max_devices: int | None = None) -> dict[str, Any] | None:
+                      config: dict[str, object], secret: str | None,
+                      max_devices: int | None = None) -> DeviceRow | None:
     """Insert a device, or update the user's device with the same address; call in a txn.
     ``None`` when it would be a new device and the user already has ``max_devices``."""
     # serialise registrations per user so two concurrent ones for one address make one row
@@ -274,14 +346,14 @@ async def save_device(conn: asyncpg.Connection, *, user_id: str, platform: str, 
         if max_devices is not None and await conn.fetchval(COUNT_DEVICES, user_id) >= max_devices:
             return None
         row = await conn.fetchrow(INSERT_DEVICE, user_id, platform, config, secret)
-    return record_dict(row)
+    return DeviceRow.from_record(row)
 
 
 async def delete_device(conn: asyncpg.Connection, *, user_id: str, device_id: int) -> bool:
     """Remove one of the user's devices (its queued rows go with it); False if none."""
-    return bool(await conn.execute(DELETE_DEVICE, device_id, user_id) == "DELETE 1")
+    return bool(await conn.execute(DELETE_DEVICE, user_id, device_id) == "DELETE 1")
 
 
-async def list_devices(conn: asyncpg.Connection, *, user_id: str) -> list[dict[str, Any]]:
+async def list_devices(conn: asyncpg.Connection, *, user_id: str) -> list[DeviceRow]:
     """The user's devices, oldest first (configs only; secrets stay in the table)."""
-    return [record_dict(r) for r in await conn.fetch(LIST_DEVICES, user_id)]
+    return [DeviceRow.from_record(r) for r in await conn.fetch(LIST_DEVICES, user_id)]

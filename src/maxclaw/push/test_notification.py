@@ -13,7 +13,6 @@ from typing import Any
 import asyncpg
 
 from maxclaw.push.payload import PAYLOAD_VERSION
-from maxclaw.push.store import COUNT_AND_HINT
 
 TEST_COLLAPSE_ID = "maxclaw:test"
 
@@ -25,7 +24,11 @@ WITH queued AS (
     WHERE d.user_id = $1 AND ($4::bigint IS NULL OR d.id = $4)
       AND NOT (d.platform = 'apns' AND d.config ? 'live_activity_token')
     RETURNING id
-)""" + COUNT_AND_HINT
+), counted AS (SELECT count(*) AS n FROM queued)
+SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
+               THEN pg_notify('maxclaw_push', '') END AS hint
+FROM counted
+"""  # push.store.ENQUEUE's shape, for one device or all
 
 
 def test_payload() -> dict[str, Any]:

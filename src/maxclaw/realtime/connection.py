@@ -245,19 +245,22 @@ class Connection:
                 if position.xid > bounds.xid or position.rev > bounds.rev:
                     await self.queue.put(frames.RESYNC)  # not a position of this database
                     return
-            sent = 0
+            sent, limit = 0, self.hub.catch_up_page_size
             while True:
-                # one pooled connection per page, returned before we wait on a slow client
+                # one pooled connection per page, returned before we wait on a slow client;
+                # a page is at most the byte budget (or one bigger row): a catch-up over many
+                # 1 MiB rows is many small reads, each frame queued as the client makes room
                 async with self.services.db.connection() as conn:
                     page = await store.read_changes(conn, [user], position,
                                                     threads=None if scope is None else list(scope),
-                                                    limit=self.hub.catch_up_page_size)
+                                                    limit=limit, max_bytes=self.hub.batch_bytes)
                 for change in page.changes:
                     await self.queue.put(frames.record_frame(change))
                 sent += len(page.changes)
                 position = max(position, page.end)
                 if page.complete:
                     break
+                limit = store.next_limit(page, self.hub.catch_up_page_size)
             self.hub.metrics.frames.labels("catch-up").inc(sent)
             await self.queue.put(frames.synced(position))
             # no await between here and attach: the hub reads for the socket from `position`
@@ -357,8 +360,8 @@ class Connection:
         if self._closer is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._closer, CLOSE_TIMEOUT_S)
-        if self._focused:
+        if self._focused and self.who is not None:  # focus needs a principal
             try:
-                await self.services.presence.leave(self.id)
+                await self.services.presence.leave(self.id, self.who.user_id)
             except Unavailable:  # the row lapses by its TTL
                 log.warning("presence leave failed", extra={"code": "unavailable"})

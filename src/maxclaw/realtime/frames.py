@@ -13,12 +13,7 @@ from maxclaw.realtime.cursor import Position, encode
 from maxclaw.realtime.store import Change
 from maxclaw.timefmt import rfc3339
 from maxclaw.timeline.projections import message_projection, thread_projection
-
-_PROJECTIONS = {
-    "threads": thread_projection,
-    "messages": message_projection,  # a sensitive row's body is None here
-    "decisions": decision_projection,
-}
+from maxclaw.timeline.rows import MessageRow, ThreadRow
 
 
 def _default(value: Any) -> Any:
@@ -37,7 +32,17 @@ def record_frame(change: Change) -> str:
     """``record.upsert`` for one change; its cursor resumes right after this change."""
     return dumps({"type": "record.upsert", "table": change.table, "rev": change.position.rev,
                   "cursor": encode(change.position),
-                  "record": _PROJECTIONS[change.table](change.row)})
+                  "record": _projection(change)})
+
+
+def _projection(change: Change) -> dict[str, Any]:
+    """The client projection of the change's row (the same functions REST uses)."""
+    row = change.row
+    if isinstance(row, ThreadRow):
+        return thread_projection(row)
+    if isinstance(row, MessageRow):
+        return message_projection(row)  # a sensitive row's body is None here
+    return decision_projection(row)
 
 
 def hello(server_time: datetime) -> str:

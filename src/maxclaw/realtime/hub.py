@@ -77,6 +77,11 @@ class HubMetrics:
         self.batches = Histogram("maxclaw_realtime_batch_seconds", "Live catch-up batches",
                                  registry=registry,
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1))
+        self.batch_bytes = Histogram("maxclaw_realtime_batch_bytes",
+                                     "Bytes of rows read by one live batch (its byte budget)",
+                                     registry=registry,
+                                     buckets=(1024, 16384, 131072, 262144, 524288, 1048576,
+                                              2097152, 4194304))
         self.hints = Counter("maxclaw_realtime_hints_total", "NOTIFY hints received",
                              registry=registry)
         self.slow_closes = Counter("maxclaw_realtime_slow_closes_total",
@@ -98,12 +103,14 @@ class RealtimeHub:
     def __init__(self, db: Database, *, poll_s: float, registry: CollectorRegistry | None = None,
                  page_size: int = DEFAULT_PAGE_SIZE,
                  catch_up_page_size: int = DEFAULT_CATCH_UP_PAGE_SIZE,
-                 queue_max_chars: int = DEFAULT_QUEUE_MAX_CHARS) -> None:
+                 queue_max_chars: int = DEFAULT_QUEUE_MAX_CHARS,
+                 batch_bytes: int = store.DEFAULT_MAX_BYTES) -> None:
         self.db = db
         self.poll_s = poll_s
         self.page_size = page_size
         self.catch_up_page_size = catch_up_page_size
         self.queue_max_chars = queue_max_chars
+        self.batch_bytes = batch_bytes  # a read's byte budget: live batches and catch-up pages
         self.replica = uuid.uuid4().hex[:8]
         self.metrics = HubMetrics(registry)
         self.running = False
@@ -224,20 +231,25 @@ class RealtimeHub:
     async def _run_batches(self, users: list[str], reason: str) -> None:
         """Read for ``users`` and fan out until the read reaches its snapshot's horizon."""
         self.metrics.users_read.labels(reason).inc(len(users))
+        limit, paused = self.page_size, set[Subscription]()
+        first = True
         while True:
-            plan = [sub for user in users for sub in self._subs.get(user, ())]
+            plan = [sub for user in users for sub in self._subs.get(user, ())
+                    if sub not in paused]
             if not plan:
                 return
             after = min(sub.covered for sub in plan)
             began = time.perf_counter()
             async with self.db.connection() as conn:
                 changes = await store.read_changes(conn, list({s.user_id for s in plan}), after,
-                                                   limit=self.page_size)
-            self._fan_out(plan, changes)
+                                                   limit=limit, max_bytes=self.batch_bytes)
+            paused |= self._fan_out(plan, changes, continuing=not first)
             self._settle({sub.user_id for sub in plan})
             self.metrics.batches.observe(time.perf_counter() - began)
+            self.metrics.batch_bytes.observe(sum(c.size for c in changes.changes))
             if changes.complete:
                 return
+            first, limit = False, store.next_limit(changes, self.page_size)
 
     def _settle(self, users: set[str]) -> None:
         """Forget the hints every socket of their user is now covered past."""
@@ -249,17 +261,28 @@ class RealtimeHub:
     def _covered(self, user: str, position: Position) -> bool:
         return all(sub.covered >= position for sub in self._subs.get(user, ()))
 
-    def _fan_out(self, plan: list[Subscription], changes: Changes) -> None:
+    def _fan_out(self, plan: list[Subscription], changes: Changes, *,
+                 continuing: bool = False) -> set[Subscription]:
+        """Queue each socket's changes; the subscriptions paused for the rest of this run."""
         by_user: dict[str, list[Change]] = {}
         for change in changes.changes:
             by_user.setdefault(change.user_id, []).append(change)
         texts: dict[int, str] = {}  # each frame is encoded once, however many sockets get it
         sent = 0
+        paused: set[Subscription] = set()
         for sub in plan:
             if not sub.active:
                 continue  # detached while the read was in flight
             mine = [c for c in by_user.get(sub.user_id, ())
                     if c.position > sub.covered and sub.wants(c)]
+            if mine and sub.queue.over_limit and continuing:
+                # one run's later batches (a large write, read a budget at a time) wait for
+                # this socket to drain: it stays where it is covered and the next run (a hint,
+                # the tick) reads on from there; a run's first batch judges it (below)
+                paused.add(sub)
+                self._pending[sub.user_id] = max(self._pending.get(sub.user_id, ORIGIN),
+                                                 changes.end)
+                continue
             if mine and sub.queue.over_limit:
                 # still more than the bound behind from earlier batches: too slow to keep up
                 self.detach(sub)
@@ -276,6 +299,7 @@ class RealtimeHub:
                 sub.covered = changes.end
         if sent:
             self.metrics.frames.labels("live").inc(sent)
+        return paused
 
     # -- the LISTEN connection ----------------------------------------------------------
 

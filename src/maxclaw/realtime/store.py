@@ -18,6 +18,7 @@ import asyncpg
 
 from maxclaw.db.urls import plain_url
 from maxclaw.realtime.cursor import Position
+from maxclaw.timeline.rows import MessageRow, ThreadRow
 
 TABLES = ("threads", "messages", "decisions")
 CHANNEL = "maxclaw_rev"
@@ -58,7 +59,8 @@ _AFTER = """
 """
 
 READ_THREADS = f"""
-SELECT t.id::text, t.user_id::text, t.kind, t.category, t.title, t.turn_state, t.created_at,
+SELECT t.id::text, t.user_id::text, t.kind, t.category, t.title, t.turn_state, t.open_cards,
+       t.created_at,
        t.rev, t.xid::text AS xid_text
   FROM threads t
  WHERE t.user_id = ANY($1::uuid[]) {_AFTER}
@@ -73,7 +75,7 @@ READ_MESSAGES = f"""
 SELECT t.id, t.user_id::text, t.thread_id::text, t.role,
        CASE WHEN t.sensitive THEN NULL ELSE t.body END AS body,
        t.content, t.tool_calls, t.tool_call_id, t.display, t.source_meta, t.sensitive,
-       t.created_at, t.rev, t.xid::text AS xid_text
+       t.turn_id, t.delivered_at, t.created_at, t.rev, t.xid::text AS xid_text
   FROM messages t
  WHERE t.user_id = ANY($1::uuid[]) {_AFTER}
    AND ($5::uuid[] IS NULL OR t.thread_id = ANY($5::uuid[]))
@@ -84,7 +86,8 @@ SELECT t.id, t.user_id::text, t.thread_id::text, t.role,
 READ_DECISIONS = f"""
 SELECT t.id, t.user_id::text, t.kind, t.status, t.component_id, t.thread_id::text, t.title,
        t.body, t.options, t.allow_text, t.sensitive, t.answer_text, t.settled_via, t.bar,
-       t.bar_snoozed_until, t.created_at, t.settled_at, t.rev, t.xid::text AS xid_text
+       t.bar_snoozed_until, t.created_at, t.settled_at, t.dismissed_at, t.rev,
+       t.xid::text AS xid_text
   FROM decisions t
  WHERE t.user_id = ANY($1::uuid[]) {_AFTER}
    AND ($5::uuid[] IS NULL OR t.thread_id = ANY($5::uuid[]))
@@ -92,7 +95,31 @@ SELECT t.id, t.user_id::text, t.kind, t.status, t.component_id, t.thread_id::tex
  LIMIT $6
 """
 
-_READS = {"threads": READ_THREADS, "messages": READ_MESSAGES, "decisions": READ_DECISIONS}
+
+
+def _budgeted(read: str) -> str:
+    """A read cut by bytes as well as rows ($7): rows come while they fit in $7 bytes with
+    the rows before them (in stream order), and the first row always comes. A row's size is
+    its whole text (``t::text``), measured in the database on the page's rows only (the LIMIT
+    applies first), so 1 MiB rows past the budget are never sent to us to be decoded on the
+    event loop. ``size_``, ``total_`` (the running sum) and ``got_`` (the rows the LIMIT
+    kept, so a cut by bytes is known) come back with each row."""
+    sized = read.replace(" AS xid_text\n", " AS xid_text, octet_length(t::text) AS size_\n", 1)
+    assert sized != read
+    return f"""
+SELECT * FROM (
+    SELECT page.*, sum(page.size_) OVER (ORDER BY page.xid_text::xid8, page.rev
+                                         ROWS UNBOUNDED PRECEDING) AS total_,
+           count(*) OVER () AS got_
+      FROM ({sized}) page) budgeted
+ WHERE total_ <= $7 OR total_ = size_
+"""
+
+
+_READS = {table: _budgeted(sql) for table, sql in
+          {"threads": READ_THREADS, "messages": READ_MESSAGES,
+           "decisions": READ_DECISIONS}.items()}
+DEFAULT_MAX_BYTES = 1024 * 1024  # a read's byte budget (settings.realtime_batch_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +130,8 @@ class Change:
     position: Position
     user_id: str
     thread_id: str | None  # the thread it belongs to (a thread row: itself)
-    row: dict[str, Any]
+    row: ThreadRow | MessageRow | dict[str, Any]  # a decision: its columns by name
+    size: int = 0  # the row's text in bytes (what the byte budget counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,32 +144,58 @@ class Changes:
 
 
 def _change(table: str, record: asyncpg.Record) -> Change:
-    row = dict(record)
-    position = Position(int(row.pop("xid_text")), int(row["rev"]))
-    thread_id = row["id"] if table == "threads" else row["thread_id"]
-    return Change(table, position, row["user_id"], thread_id, row)
+    columns = dict(record)
+    position = Position(int(columns.pop("xid_text")), int(columns["rev"]))
+    size = int(columns.pop("size_"))
+    del columns["total_"], columns["got_"]  # the budget's bookkeeping, not the row's
+    thread_id = columns["id"] if table == "threads" else columns["thread_id"]
+    row: ThreadRow | MessageRow | dict[str, Any] = (
+        ThreadRow(**columns) if table == "threads"
+        else MessageRow(**columns) if table == "messages" else columns)
+    return Change(table, position, columns["user_id"], thread_id, row, size)
 
 
 async def read_changes(conn: asyncpg.Connection, users: Sequence[str], after: Position, *,
-                       threads: Sequence[str] | None = None, limit: int = 1000) -> Changes:
-    """The users' changes after ``after`` and below the snapshot's horizon, in order."""
+                       threads: Sequence[str] | None = None, limit: int = 1000,
+                       max_bytes: int = DEFAULT_MAX_BYTES) -> Changes:
+    """The users' changes after ``after`` and below the snapshot's horizon, in order: at most
+    ``limit`` rows per table and about ``max_bytes`` in all (always at least one change);
+    ``complete`` is False when a cut left more to read from ``end``."""
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         horizon = int(await conn.fetchval(HORIZON))
         per_table = {
             table: await conn.fetch(sql, list(users), str(after.xid), after.rev, str(horizon),
-                                    None if threads is None else list(threads), limit)
+                                    None if threads is None else list(threads), limit,
+                                    max_bytes)
             for table, sql in _READS.items()
         }
     end = Position(horizon, 0)
     complete = True
     for rows in per_table.values():
-        if len(rows) >= limit:
-            # a full page: nothing past its last row is known to be read yet, in any table
+        if not rows:
+            continue
+        last = max(rows, key=lambda r: (int(r["xid_text"]), int(r["rev"])))
+        if last["got_"] >= limit or len(rows) < last["got_"]:
+            # a page cut by rows or bytes: nothing past its last row is known to be read yet,
+            # in any table
             complete = False
-            end = min(end, Position(int(rows[-1]["xid_text"]), int(rows[-1]["rev"])))
+            end = min(end, Position(int(last["xid_text"]), int(last["rev"])))
     changes = [_change(table, r) for table, rows in per_table.items() for r in rows]
     changes = sorted((c for c in changes if c.position <= end), key=lambda c: c.position)
+    # the tables together within the budget too (each was on its own)
+    total = 0
+    for i, change in enumerate(changes):
+        if i and total + change.size > max_bytes:  # the first change always comes
+            return Changes(changes[:i], changes[i - 1].position, False)
+        total += change.size
     return Changes(changes, end, complete)
+
+
+def next_limit(read: Changes, page_size: int) -> int:
+    """The row limit for the read that continues ``read``: about twice what fitted in its
+    budget, so a run of 1 MiB rows is not sized again 500 rows at a time (the database measures
+    every row the LIMIT keeps), and back to ``page_size`` for small rows."""
+    return max(4, min(page_size, 2 * len(read.changes)))
 
 
 async def cursor_bounds(conn: asyncpg.Connection) -> Position:

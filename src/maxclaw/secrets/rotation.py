@@ -51,23 +51,23 @@ async def rotate(db: Database, keyring: Keyring, *, batch: int = 200,
         while True:
             async with db.transaction() as conn:
                 rows = await store.rotate_pick(conn, target.id, after, batch)
-                ids: list[int] = []
+                ids: list[tuple[str, int]] = []
                 boxes: list[bytes] = []
                 for row in rows:
-                    after = max(after, row["message_id"])
-                    if row["message_id"] in skip:
+                    after = max(after, row.message_id)
+                    if row.message_id in skip:
                         continue
-                    old = keyring.get(row["key_id"])
-                    row_aad = aad(row["user_id"], row["thread_id"], row["kind"])
+                    old = keyring.get(row.key_id) if row.key_id else None
+                    row_aad = aad(row.user_id, row.thread_id, row.kind)
                     try:
-                        if old is None:
+                        if old is None or row.box is None:
                             raise BoxError("no such key")
-                        plain = open_box(old, bytes(row["box"]), row_aad)
+                        plain = open_box(old, bytes(row.box), row_aad)
                     except BoxError:
-                        skip.add(row["message_id"])
-                        report.unreadable.append(row["message_id"])
+                        skip.add(row.message_id)
+                        report.unreadable.append(row.message_id)
                         continue
-                    ids.append(row["message_id"])
+                    ids.append((row.user_id, row.message_id))
                     boxes.append(seal(target, plain, row_aad))
                 if ids:
                     await store.rotate_write(conn, target.id, ids, boxes)

@@ -1,17 +1,8 @@
-"""A sealed box on its way into ``message_secrets`` (a plain value: stores may take it)."""
+"""A sealed box on its way into ``message_secrets``: ``Sealed`` lives with the timeline rows it
+is written with (``maxclaw.timeline.rows``), so the timeline store imports nothing of secrets."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from maxclaw.timeline.rows import Sealed
 
-
-@dataclass(frozen=True)
-class Sealed:
-    """A box ready to insert next to its message."""
-
-    kind: str  # answer | echo
-    component_id: str | None
-    key_id: str
-    box: bytes
-    expires_at: datetime
+__all__ = ["Sealed"]

@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,9 @@ from maxclaw.secrets import store
 from maxclaw.secrets.crypto import BoxError, Key, open_box, seal
 from maxclaw.secrets.keyring import Keyring, KeyringError, load_keyring
 from maxclaw.secrets.mask import MASK, MAX_SECRETS, Masker, mask_token, replace_masks
+from maxclaw.secrets.rows import SecretRow
 from maxclaw.secrets.sealed import Sealed
+from maxclaw.timeline.rows import MessageRow
 
 log = logging.getLogger("maxclaw.secrets")
 EXPIRED_LINE = "[secret expired]"
@@ -127,22 +129,21 @@ class SecretService:
         return Sealed(kind, component_id, key.id, seal(key, data, aad(user_id, thread_id, kind)),
                       expires_at)
 
-    def _open(self, row: dict[str, Any]) -> dict[str, Any] | None:
+    def _open(self, row: SecretRow) -> dict[str, Any] | None:
         """A box's payload, or None (logged by id only) when it does not open."""
-        key: Key | None = self.keyring.get(row["key_id"]) if row["key_id"] else None
-        if key is None or row["box"] is None:
+        key: Key | None = self.keyring.get(row.key_id) if row.key_id else None
+        if key is None or row.box is None:
             log.error("secret row sealed under a key this process does not have",
-                      extra={"message_id": row["message_id"], "key_id": row["key_id"]})
+                      extra={"message_id": row.message_id, "key_id": row.key_id})
             return None
         try:
-            data = open_box(key, bytes(row["box"]),
-                            aad(row["user_id"], row["thread_id"], row["kind"]))
+            data = open_box(key, bytes(row.box), aad(row.user_id, row.thread_id, row.kind))
             payload: dict[str, Any] = json.loads(data.decode("utf-8", "surrogatepass"))
             return payload
         except (BoxError, ValueError):
             log.error("secret row does not decrypt (truncated or altered); the model reads "
                       f"{UNAVAILABLE_LINE}",
-                      extra={"message_id": row["message_id"], "key_id": row["key_id"]})
+                      extra={"message_id": row.message_id, "key_id": row.key_id})
             return None
 
     # ----- write path -----
@@ -158,20 +159,43 @@ class SecretService:
         return self._seal(user_id, thread_id, "answer", {"body": body, "secret": secret},
                           component_id, self.clock.now() + self.ttl)
 
+    def seal_card_answer(self, user_id: str, thread_id: str, secrets: list[tuple[str, str]],
+                         body: str) -> Sealed:
+        """The box of a whole-card answer with secret answers: the model's full body and each
+        ``(secret, component id)``; the box is filed under the first secret's component."""
+        for secret, _ in secrets:
+            if "\x00" in secret or _unpaired_surrogate(secret):
+                raise Invalid.at(["body"], "a value cannot be stored: text with a NUL "
+                                           "character or an unpaired surrogate")
+        return self._seal(user_id, thread_id, "answer",
+                          {"body": body, "secret": secrets[0][0],
+                           "secrets": [list(p) for p in secrets]},
+                          secrets[0][1], self.clock.now() + self.ttl)
+
     async def guard(self, conn: asyncpg.Connection, user_id: str, thread_id: str, *,
                     body: str | None, content: Any = None, tool_calls: Any = None) -> Guarded:
         """Check an agent-written row against the thread's live secrets (one indexed query;
         nothing more when the thread has none)."""
         live = await store.live_answers(conn, user_id, thread_id, MAX_SECRETS)
+        return self.guard_rows(live, user_id, thread_id, body=body, content=content,
+                               tool_calls=tool_calls)
+
+    def guard_rows(self, live: list[SecretRow], user_id: str, thread_id: str, *,
+                   body: str | None, content: Any = None, tool_calls: Any = None) -> Guarded:
+        """``guard`` on the thread's live secret rows read already (as ``store.LIVE_ANSWERS``
+        returns them, at most ``MAX_SECRETS``): a post folds that read into its first one."""
         if not live:
             return Guarded(body, content, tool_calls)
         secrets: list[tuple[str, str | None]] = []
         expiry: dict[str, datetime] = {}
         for row in live:
-            payload = self._open(row)
-            if payload and isinstance(payload.get("secret"), str):
-                secrets.append((payload["secret"], row["component_id"]))
-                expiry[row["component_id"] or ""] = row["expires_at"]
+            payload = self._open(row) or {}
+            # a whole-card answer's box holds every secret of the card (``secrets``)
+            pairs = payload.get("secrets") or [[payload.get("secret"), row.component_id]]
+            for secret, component_id in pairs:
+                if isinstance(secret, str):
+                    secrets.append((secret, component_id))
+                    expiry[component_id or ""] = row.expires_at
         masker = Masker(secrets)
         masked = Guarded(masker.text(body) if body is not None else None,
                          masker.json(content), masker.json(tool_calls))
@@ -193,33 +217,32 @@ class SecretService:
     # ----- the model-facing projection -----
 
     async def model_rows(self, conn: asyncpg.Connection, user_id: str,
-                         rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                         rows: list[MessageRow]) -> list[MessageRow]:
         """``rows`` as the model may read them: sealed rows opened, expired ones reading
         "[secret expired]", unopenable ones "[secret unavailable]". One query, and only when
         a row is sensitive."""
-        ids = [r["id"] for r in rows if r.get("sensitive")]
+        ids = [r.id for r in rows if r.sensitive]
         if not ids:
             return rows
         boxes = await store.of_messages(conn, user_id, ids)
-        return [self._model_row(r, boxes.get(r["id"])) if r.get("sensitive") else r
-                for r in rows]
+        return [self._model_row(r, boxes.get(r.id)) if r.sensitive else r for r in rows]
 
-    def _model_row(self, row: dict[str, Any], secret: dict[str, Any] | None) -> dict[str, Any]:
+    def _model_row(self, row: MessageRow, secret: SecretRow | None) -> MessageRow:
         if secret is None:
             return row  # a sensitive row with nothing sealed holds no secret
-        if secret["state"] == "sealed":
+        if secret.state == "sealed":
             payload = self._open(secret)
             if payload is not None:
-                if secret["kind"] == "answer":
-                    return {**row, "body": payload.get("body")}
-                return {**row, "body": payload.get("body"), "content": payload.get("content"),
-                        "tool_calls": payload.get("tool_calls")}
+                if secret.kind == "answer":
+                    return replace(row, body=payload.get("body"))
+                return replace(row, body=payload.get("body"), content=payload.get("content"),
+                               tool_calls=payload.get("tool_calls"))
             line = UNAVAILABLE_LINE
         else:
             line = EXPIRED_LINE
-        return {**row, "body": replace_masks(row.get("body"), line),
-                "content": replace_masks(row.get("content"), line),
-                "tool_calls": replace_masks(row.get("tool_calls"), line)}
+        return replace(row, body=replace_masks(row.body, line),
+                       content=replace_masks(row.content, line),
+                       tool_calls=replace_masks(row.tool_calls, line))
 
     # ----- retention -----
 
@@ -254,15 +277,14 @@ class SecretService:
             async with self.db.transaction() as conn:
                 rows = await store.legacy_plaintext(conn, batch)
                 for row in rows:
-                    body: str = row["body"]
+                    body = row.body
                     head, sep, secret = body.rpartition(SECRET_ANSWER_PREFIX)
-                    masked = (head + sep + mask_token(row["component_id"])) if sep else MASK
-                    sealed = self._seal(row["user_id"], row["thread_id"], "answer",
+                    masked = (head + sep + mask_token(row.component_id)) if sep else MASK
+                    sealed = self._seal(row.user_id, row.thread_id, "answer",
                                         {"body": body, "secret": secret if sep else body},
-                                        row["component_id"], row["created_at"] + self.ttl)
-                    await self.store_sealed(conn, row["user_id"], row["thread_id"], row["id"],
-                                            sealed)
-                    await store.set_body(conn, row["user_id"], row["id"], masked)
+                                        row.component_id, row.created_at + self.ttl)
+                    await self.store_sealed(conn, row.user_id, row.thread_id, row.id, sealed)
+                    await store.set_body(conn, row.user_id, row.id, masked)
             total += len(rows)
             if len(rows) < batch:
                 return total

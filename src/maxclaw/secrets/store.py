@@ -8,9 +8,10 @@ sweep and rotation are operator passes over every user, like the lease lapse.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import asyncpg
+
+from maxclaw.secrets.rows import LegacyPlaintextRow, SecretRow
 
 COLUMNS = ("message_id, user_id::text, thread_id::text, kind, component_id, key_id, box, state,"
            " expires_at")
@@ -26,17 +27,23 @@ SELECT {COLUMNS} FROM message_secrets
  WHERE user_id = $1::uuid AND thread_id = $2::uuid AND kind = 'answer' AND state = 'sealed'
  ORDER BY message_id DESC LIMIT $3
 """
+def live_rows(array: list[tuple[object, ...]] | None) -> list[SecretRow]:
+    """The rows of a live-secrets array column (``components.tool_store.POST_CONTEXT`` writes
+    the subquery out whole, in ``COLUMNS``' order), as ``live_answers`` returns them."""
+    return [SecretRow(*tuple(r)) for r in array or []]  # type: ignore[arg-type]
+
+
 OF_MESSAGES = f"""
 SELECT {COLUMNS} FROM message_secrets WHERE user_id = $1::uuid AND message_id = ANY($2::bigint[])
 """
 EXPIRE_DUE = """
 WITH due AS (
-    SELECT message_id FROM message_secrets
+    SELECT user_id, message_id FROM message_secrets
      WHERE state = 'sealed' AND expires_at <= $1 ORDER BY expires_at LIMIT $2
        FOR UPDATE SKIP LOCKED
 )
 UPDATE message_secrets s SET state = 'expired', key_id = NULL, box = NULL, expired_at = $1
-  FROM due WHERE s.message_id = due.message_id
+  FROM due WHERE s.user_id = due.user_id AND s.message_id = due.message_id
 RETURNING s.message_id
 """
 PURGE_THREAD = """
@@ -56,8 +63,8 @@ SELECT {COLUMNS} FROM message_secrets
 """
 ROTATE_WRITE = """
 UPDATE message_secrets s SET key_id = $1, box = u.box
-  FROM unnest($2::bigint[], $3::bytea[]) AS u(message_id, box)
- WHERE s.message_id = u.message_id AND s.state = 'sealed'
+  FROM unnest($2::uuid[], $3::bigint[], $4::bytea[]) AS u(user_id, message_id, box)
+ WHERE s.user_id = u.user_id AND s.message_id = u.message_id AND s.state = 'sealed'
 """
 # sensitive answer rows written before 0005 still hold their plaintext in messages.body
 LEGACY_PLAINTEXT = """
@@ -88,14 +95,15 @@ async def insert(conn: asyncpg.Connection, *, message_id: int, user_id: str, thr
 
 
 async def live_answers(conn: asyncpg.Connection, user_id: str, thread_id: str,
-                       limit: int) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(LIVE_ANSWERS, user_id, thread_id, limit)]
+                       limit: int) -> list[SecretRow]:
+    return [SecretRow.from_record(r)
+            for r in await conn.fetch(LIVE_ANSWERS, user_id, thread_id, limit)]
 
 
 async def of_messages(conn: asyncpg.Connection, user_id: str,
-                      message_ids: list[int]) -> dict[int, dict[str, Any]]:
+                      message_ids: list[int]) -> dict[int, SecretRow]:
     rows = await conn.fetch(OF_MESSAGES, user_id, message_ids)
-    return {r["message_id"]: dict(r) for r in rows}
+    return {r["message_id"]: SecretRow.from_record(r) for r in rows}
 
 
 async def expire_due(conn: asyncpg.Connection, now: datetime, limit: int) -> int:
@@ -117,17 +125,18 @@ async def key_usage(conn: asyncpg.Connection) -> dict[str, int]:
 
 
 async def rotate_pick(conn: asyncpg.Connection, key_id: str, after: int,
-                      limit: int) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(ROTATE_PICK, key_id, after, limit)]
+                      limit: int) -> list[SecretRow]:
+    return [SecretRow.from_record(r) for r in await conn.fetch(ROTATE_PICK, key_id, after, limit)]
 
 
-async def rotate_write(conn: asyncpg.Connection, key_id: str, ids: list[int],
+async def rotate_write(conn: asyncpg.Connection, key_id: str, rows: list[tuple[str, int]],
                        boxes: list[bytes]) -> None:
-    await conn.execute(ROTATE_WRITE, key_id, ids, boxes)
+    """Store ``boxes`` re-sealed under ``key_id`` for the rows ``(user_id, message id)``."""
+    await conn.execute(ROTATE_WRITE, key_id, [u for u, _ in rows], [i for _, i in rows], boxes)
 
 
-async def legacy_plaintext(conn: asyncpg.Connection, limit: int) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(LEGACY_PLAINTEXT, limit)]
+async def legacy_plaintext(conn: asyncpg.Connection, limit: int) -> list[LegacyPlaintextRow]:
+    return [LegacyPlaintextRow.from_record(r) for r in await conn.fetch(LEGACY_PLAINTEXT, limit)]
 
 
 async def set_body(conn: asyncpg.Connection, user_id: str, message_id: int, body: str) -> None:

@@ -11,35 +11,51 @@ from typing import Any
 
 from maxclaw.cards.definitions import cached_definitions
 from maxclaw.timefmt import rfc3339
+from maxclaw.timeline.rows import MessageRow, ThreadRow
 
 SECRET_LINE = "Submitted (not echoed)"
 
 
-def thread_projection(row: dict[str, Any]) -> dict[str, Any]:
+# A thread's derived state, judged from runtime state only (never from what the model said).
+RUNNING = "running"
+WAITING = "waiting for you"
+IDLE = "idle"
+
+
+def thread_state(turn_state: str, open_cards: int) -> str:
+    """``running`` while a turn is queued or running (the agent has the floor), ``waiting for
+    you`` when no turn is active and questions are unsettled, else ``idle``."""
+    if turn_state in ("queued", "running"):
+        return RUNNING
+    return WAITING if open_cards > 0 else IDLE
+
+
+def thread_projection(row: ThreadRow) -> dict[str, Any]:
     return {
-        "id": row["id"], "kind": row["kind"], "category": row["category"], "title": row["title"],
-        "turn_state": row["turn_state"], "created_at": rfc3339(row["created_at"]),
-        "rev": row["rev"],
+        "id": row.id, "kind": row.kind, "category": row.category, "title": row.title,
+        "turn_state": row.turn_state, "created_at": rfc3339(row.created_at),
+        "rev": row.rev, "open_cards": row.open_cards,
+        "state": thread_state(row.turn_state, row.open_cards),
     }
 
 
-def message_projection(row: dict[str, Any]) -> dict[str, Any]:
+def message_projection(row: MessageRow) -> dict[str, Any]:
     """The client-facing message: never a sensitive body; cards' definitions on assistant rows."""
-    tool_calls = row["tool_calls"]
-    components = (cached_definitions(row["id"], tool_calls)
-                  if row["role"] == "assistant" and tool_calls else None)
+    tool_calls = row.tool_calls
+    components = (cached_definitions(row.id, tool_calls)
+                  if row.role == "assistant" and tool_calls else None)
     return {
-        "id": row["id"],
-        "thread_id": row["thread_id"],
-        "role": row["role"],
+        "id": row.id,
+        "thread_id": row.thread_id,
+        "role": row.role,
         # a secret answer: no body at all; an agent row that echoed a secret: its masked copy
-        "body": None if row["sensitive"] and row["role"] == "user" else row["body"],
-        "content": row["content"],
+        "body": None if row.sensitive and row.role == "user" else row.body,
+        "content": row.content,
         "tool_calls": tool_calls,
-        "tool_call_id": row["tool_call_id"],
-        "display": row["display"],
-        "source_meta": row["source_meta"],
+        "tool_call_id": row.tool_call_id,
+        "display": row.display,
+        "source_meta": row.source_meta,
         "components": components,
-        "created_at": rfc3339(row["created_at"]),
-        "rev": row["rev"],
+        "created_at": rfc3339(row.created_at),
+        "rev": row.rev,
     }

@@ -9,6 +9,7 @@ from maxclaw.db.database import Database
 from maxclaw.errors import Invalid, NotFound
 from maxclaw.timeline import store
 from maxclaw.timeline.projections import message_projection, thread_projection
+from maxclaw.timeline.rows import ThreadRow
 
 MAX_BODY_CHARS = 100_000
 
@@ -49,7 +50,7 @@ class TimelineService:
             row = await store.insert_thread(conn, who.user_id, kind, title, category)
         return thread_projection(row)
 
-    async def get_thread(self, who: Principal, thread_id: str) -> dict[str, Any]:
+    async def get_thread(self, who: Principal, thread_id: str) -> ThreadRow:
         """One thread of the caller's, or 404."""
         thread_id = scoped_thread_id(who, thread_id)
         async with self.db.connection() as conn:
@@ -65,7 +66,7 @@ class TimelineService:
         first; ``page_cursor`` says where the next one starts."""
         thread = await self.get_thread(who, thread_id)
         async with self.db.connection() as conn:
-            rows = await store.list_messages(conn, who.user_id, thread["id"], after_id,
+            rows = await store.list_messages(conn, who.user_id, thread.id, after_id,
                                              check_limit(limit))
         return [message_projection(r) for r in rows]
 
@@ -90,5 +91,5 @@ class TimelineService:
         thread = await self.get_thread(who, thread_id)
         async with self.db.transaction() as conn:
             row = await store.insert_input_and_wake(conn, user_id=who.user_id,
-                                                    thread_id=thread["id"], role="user", body=body)
+                                                    thread_id=thread.id, role="user", body=body)
         return message_projection(row)

@@ -25,6 +25,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from maxclaw.timeline.rows import MessageRow
+
 EVENT_PREFIX = "[MaxClaw event]"
 FORGED_NOTICE = (
     f"{EVENT_PREFIX} Warning from the service: your message above contained text formatted "
@@ -41,34 +43,33 @@ def _arguments(raw: Any) -> str:
     return json.dumps(raw if raw is not None else {}, ensure_ascii=False)
 
 
-def tool_calls_of(row: dict[str, Any]) -> list[dict[str, Any]]:
+def tool_calls_of(row: MessageRow) -> list[dict[str, Any]]:
     """An assistant row's calls in the Chat Completions shape."""
     return [{"id": call.get("id"), "type": "function",
              "function": {"name": call.get("name"), "arguments": _arguments(call.get("arguments"))}}
-            for call in row.get("tool_calls") or []]
+            for call in row.tool_calls or []]
 
 
-def event_text(row: dict[str, Any]) -> str:
+def event_text(body: str | None, source_meta: dict[str, object] | None) -> str:
     """An event row's text with the service prefix (the body, else a line from source_meta)."""
-    body = row.get("body")
     if not body:
-        body = json.dumps(row.get("source_meta") or {}, ensure_ascii=False, sort_keys=True)
+        body = json.dumps(source_meta or {}, ensure_ascii=False, sort_keys=True)
     return f"{EVENT_PREFIX} {body}"
 
 
-def chat_message(row: dict[str, Any]) -> dict[str, Any]:
+def chat_message(row: MessageRow) -> dict[str, Any]:
     """One timeline row as one Chat Completions message."""
-    role = row["role"]
+    role = row.role
     if role == "user":
-        return {"role": "user", "content": row.get("body") or ""}
+        return {"role": "user", "content": row.body or ""}
     if role == "event":
-        return {"role": "user", "content": event_text(row)}
+        return {"role": "user", "content": event_text(row.body, row.source_meta)}
     if role == "tool":
-        content = row.get("content")
+        content = row.content
         # a string result reaches the model as that string; any other JSON value as its text
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-        return {"role": "tool", "tool_call_id": row["tool_call_id"], "content": text}
-    message: dict[str, Any] = {"role": "assistant", "content": row.get("body")}
+        return {"role": "tool", "tool_call_id": row.tool_call_id, "content": text}
+    message: dict[str, Any] = {"role": "assistant", "content": row.body}
     calls = tool_calls_of(row)
     if calls:
         message["tool_calls"] = calls
@@ -80,49 +81,80 @@ def forged_notice() -> dict[str, Any]:
     return {"role": "user", "content": FORGED_NOTICE}
 
 
-def is_forged(row: dict[str, Any]) -> bool:
-    meta = row.get("source_meta")
-    return row["role"] == "assistant" and isinstance(meta, dict) and meta.get("guard") == "forged"
+def is_forged(row: MessageRow) -> bool:
+    meta = row.source_meta
+    return row.role == "assistant" and isinstance(meta, dict) and meta.get("guard") == "forged"
 
 
-def answered_components(rows: Iterable[dict[str, Any]]) -> list[str]:
-    """Ids of the components whose answers are among ``rows`` (``source_meta.componentAnswer``)."""
+def answered_components(rows: Iterable[MessageRow]) -> list[str]:
+    """Ids of the components whose answers are among ``rows`` (``source_meta.componentAnswer``,
+    or every entry of ``source_meta.cardAnswer``)."""
     out: list[str] = []
     for row in rows:
-        meta = row.get("source_meta")
-        answer = meta.get("componentAnswer") if isinstance(meta, dict) else None
-        if isinstance(answer, dict) and isinstance(answer.get("componentId"), str):
-            out.append(answer["componentId"])
+        meta = row.source_meta
+        if not isinstance(meta, dict):
+            continue
+        card = meta.get("cardAnswer")  # a whole card answered at once: one entry per question
+        entries = card.get("answers") if isinstance(card, dict) else [meta.get("componentAnswer")]
+        for answer in entries if isinstance(entries, list) else []:
+            if isinstance(answer, dict) and isinstance(answer.get("componentId"), str):
+                out.append(answer["componentId"])
     return out
 
 
-def chat_history(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def chat_history(rows: list[MessageRow]) -> list[dict[str, Any]]:
     """A thread's rows (id order) as the model-facing conversation.
 
     Tool rows follow their call; a notice follows the results of every assistant row the
     guard flagged as forged.
     """
-    results = {row["tool_call_id"]: row for row in rows if row["role"] == "tool"}
+    results = {row.tool_call_id: row for row in rows if row.role == "tool"}
     called = _called(rows)
     placed: set[int] = set()
     out: list[dict[str, Any]] = []
     for row in rows:
-        if row["id"] in placed:
+        if row.id in placed:
             continue
-        if row["role"] == "tool" and row["tool_call_id"] in called:
+        if row.role == "tool" and row.tool_call_id in called:
             continue  # placed after its call (below); an orphan result stays where it is
         out.append(chat_message(row))
-        if row["role"] == "assistant":
-            for call in row.get("tool_calls") or []:
-                result = results.get(call.get("id"))
-                if result is not None and result["id"] not in placed:
+        if row.role == "assistant":
+            for call in row.tool_calls or []:
+                result = results.get(_call_id(call))
+                if result is not None and result.id not in placed:
                     out.append(chat_message(result))
-                    placed.add(result["id"])
+                    placed.add(result.id)
             if is_forged(row):
                 out.append(forged_notice())
     return out
 
 
-def _called(rows: list[dict[str, Any]]) -> set[str]:
-    return {call.get("id") for row in rows if row["role"] == "assistant"
-            for call in row.get("tool_calls") or []}
+def whole_groups(rows: list[MessageRow]) -> list[MessageRow]:
+    """A window (rows in id order, a tail of the thread or of a page) without the oldest rows
+    that would cut a tool call from its results: it starts after any tool row whose call is not
+    in it, so an assistant row and its tool rows are in the same window (or page). A window
+    that would be left empty (one group holds more than the cap, or the head is a result whose
+    call is gone) is returned as it is: a bounded read wins over a whole group."""
+    calls = {_call_id(call): i for i, row in enumerate(rows) if row.role == "assistant"
+             for call in row.tool_calls or []}
+    start = 0
+    while True:
+        # the last tool row whose call is older than the window's first row
+        cut = max((i for i in range(start, len(rows)) if rows[i].role == "tool"
+                   and calls.get(rows[i].tool_call_id, -1) < start), default=None)
+        if cut is None:
+            return rows[start:]
+        if cut + 1 >= len(rows):
+            return rows
+        start = cut + 1
+
+
+def _call_id(call: dict[str, object]) -> str | None:
+    # a call's id as the runtime wrote it (a call without one matches no result)
+    call_id = call.get("id")
+    return call_id if isinstance(call_id, str) else None
+
+
+def _called(rows: list[MessageRow]) -> set[str | None]:
+    return {_call_id(call) for row in rows if row.role == "assistant"
+            for call in row.tool_calls or []}

@@ -18,18 +18,23 @@ import asyncpg
 
 from maxclaw.auth.service import Principal, parse_uuid
 from maxclaw.cards.definitions import Card, normalize_tool_call
+from maxclaw.components import store as component_store
 from maxclaw.components import tool_store
 from maxclaw.components.server_tools import TOOL_SPECS as SERVICE_TOOLS
 from maxclaw.components.server_tools import NeedsExecute, ToolService
+from maxclaw.db.constraints import violated
 from maxclaw.db.database import Database
 from maxclaw.errors import Conflict, Invalid, NotFound
 from maxclaw.jsonlimits import check_depth
 from maxclaw.secrets.service import SecretService
 from maxclaw.timeline import store as timeline_store
+from maxclaw.timeline.rows import MessageRow
 from maxclaw.turns import store as turn_store
 from maxclaw.turns.guard import looks_forged
 
 MAX_TEXT = 200_000
+STALE_TURN = ("Turn {turn_id} is not this thread's running turn (its lease lapsed or it "
+              "finished); claim a new turn before writing.")
 
 
 def _text(value: Any, field: str) -> str | None:
@@ -52,7 +57,7 @@ class AgentMessageService:
         self.tools = tools  # for "execute": true
 
     async def _insert(self, conn: asyncpg.Connection, who: Principal, thread_id: str,
-                      **fields: Any) -> dict[str, Any]:
+                      **fields: Any) -> MessageRow:
         """Insert a runtime's row after the echo check: a row that holds one of the thread's
         live secrets is stored masked and sensitive, its original sealed next to it."""
         guarded = await self.secrets.guard(conn, who.user_id, thread_id,
@@ -67,7 +72,7 @@ class AgentMessageService:
                       tool_calls=guarded.tool_calls, source_meta=meta, sensitive=True)
         row = await timeline_store.insert_message(conn, user_id=who.user_id,
                                                   thread_id=thread_id, **fields)
-        await self.secrets.store_sealed(conn, who.user_id, thread_id, row["id"], guarded.sealed)
+        await self.secrets.store_sealed(conn, who.user_id, thread_id, row.id, guarded.sealed)
         return row
 
     async def post(self, who: Principal, thread_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -86,8 +91,10 @@ class AgentMessageService:
         if execute and self.tools is not None:
             return await self._post_and_execute(who, thread_id, body, turn_id, self.tools)
         async with self.db.transaction() as conn:
-            if await timeline_store.get_thread(conn, who.user_id, thread_id) is None:
+            thread = await timeline_store.get_thread(conn, who.user_id, thread_id)
+            if thread is None:
                 raise NotFound("No such thread.")
+            who.check_writes_in(thread.kind)  # Main's thread: Main's own tokens only
             if turn_id is not None and role in ("assistant", "tool"):
                 await self._check_turn(conn, who.user_id, thread_id, turn_id)
             if role == "assistant":
@@ -100,20 +107,82 @@ class AgentMessageService:
 
     async def _post_and_execute(self, who: Principal, thread_id: str, body: dict[str, Any],
                                 turn_id: int | None, tools: ToolService) -> dict[str, Any]:
-        """The assistant row and its cards in one transaction: one read (the thread, results
-        already stored for these calls, presence), the row, then per card its tool row,
-        carriers and components. A retry (its calls already have results) writes nothing and
-        replays them; a call that needs more than posting a card (a refusal, Main's tools) makes
-        this transaction roll back, and the row is posted and executed as two steps."""
+        """The assistant row and its cards in one read and one statement (no BEGIN/COMMIT):
+        the read (the thread, results already stored for these calls, presence, the thread's
+        live secrets for the echo check), then ``components.store.post_cards`` writes the row,
+        and per card its tool row, carriers, pushes and components, fenced by the turn. A
+        retry (its calls already have results) writes nothing and replays them; a call that
+        needs more than posting a card (a refusal, Main's tools) writes nothing here, and the
+        row is posted and executed as two steps; a row that echoes a secret is written in one
+        transaction with its sealed original (``_post_sealed``)."""
         content, calls = self._row_fields(body)
         ids = [c["id"] for c in calls]
         try:
-            async with self.db.transaction() as conn:
+            async with self.db.connection() as conn:
                 context = await tool_store.post_context(conn, who.user_id, thread_id, ids,
                                                         tools.components.clock.now())
                 if context is None:
                     raise NotFound("No such thread.")
-                thread, done, watching = context
+                thread, done, watching, live = context
+                who.check_writes_in(thread.kind)  # before a retry's replay, too
+                if not done:
+                    guard = "forged" if looks_forged(content) else None
+                    checked = self.secrets.guard_rows(live, who.user_id, thread_id,
+                                                      body=content, tool_calls=calls or None)
+                    if checked.sealed is not None:
+                        return await self._post_sealed(who, thread_id, body, turn_id, tools)
+                    cards, rows = tools.plan_posted(who, thread, calls, watching)
+                    row_id, found, _ = await component_store.post_cards(
+                        conn, who.user_id, thread_id, turn_id=turn_id, body=content,
+                        tool_calls=calls or None,
+                        source_meta={"guard": guard} if guard else None, sensitive=False,
+                        cards=rows)
+                    if row_id is None:
+                        if not found:
+                            raise NotFound("No such thread.")
+                        raise Conflict(STALE_TURN.format(turn_id=turn_id))
+            if not done:  # committed: an answer needs not read the cards' definitions back
+                for card in cards:
+                    tools.components.remember(who.user_id, card)
+                return {"id": row_id, "guard": guard, "results": [
+                    {"tool_call_id": r.tool_call_id, "status": 200, "content": r.content,
+                     "error": None} for r in rows]}
+        except asyncpg.UniqueViolationError as exc:
+            if not violated(exc, "messages_tool_result"):
+                return await self._in_two_steps(who, thread_id, body, calls, tools)
+            # the same post, concurrently, wrote these results first: replay its outcome
+            done = [c["id"] for c in calls if c["name"] in SERVICE_TOOLS]
+        except NeedsExecute:
+            return await self._in_two_steps(who, thread_id, body, calls, tools)
+        return await self._replay(who, thread_id, content, calls, done, tools)
+
+    async def _replay(self, who: Principal, thread_id: str, content: str | None,
+                      calls: list[dict[str, Any]], done: list[str],
+                      tools: ToolService) -> dict[str, Any]:
+        """A retry of a post whose response was lost: the row that carries these calls, and
+        their results as execute replays them (any call still without one runs now)."""
+        async with self.db.connection() as conn:
+            found = await tool_store.call_context(conn, who.user_id, thread_id, done[0])
+        call = found[2] if found else None
+        if call is None:
+            raise Conflict(f"Tool call {done[0]!r} already has a result in this thread.")
+        return {"id": call.message_id, "guard": "forged" if looks_forged(content) else None,
+                "results": await tools.executed(who, thread_id, calls)}
+
+    async def _post_sealed(self, who: Principal, thread_id: str, body: dict[str, Any],
+                           turn_id: int | None, tools: ToolService) -> dict[str, Any]:
+        """A row that echoes one of the thread's secrets (rare): stored masked with its sealed
+        original, and its cards, in one transaction of several statements."""
+        content, calls = self._row_fields(body)
+        try:
+            async with self.db.transaction() as conn:
+                context = await tool_store.post_context(conn, who.user_id, thread_id,
+                                                        [c["id"] for c in calls],
+                                                        tools.components.clock.now())
+                if context is None:
+                    raise NotFound("No such thread.")
+                thread, done, watching, _ = context
+                who.check_writes_in(thread.kind)
                 if turn_id is not None:
                     await self._check_turn(conn, who.user_id, thread_id, turn_id)
                 if not done:
@@ -121,26 +190,17 @@ class AgentMessageService:
                     cards: list[Card] = []
                     results = await tools.run_posted(conn, who, thread, calls, row["id"],
                                                      turn_id, watching, cards)
-            if not done:  # committed: an answer needs not read the cards' definitions back
+            if not done:
                 for card in cards:
                     tools.components.remember(who.user_id, card)
                 return {**row, "results": results}
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name != "messages_tool_result":
                 return await self._in_two_steps(who, thread_id, body, calls, tools)
-            # the same post, concurrently, wrote these results first: replay its outcome
             done = [c["id"] for c in calls if c["name"] in SERVICE_TOOLS]
         except NeedsExecute:
             return await self._in_two_steps(who, thread_id, body, calls, tools)
-        # a retry of a post whose response was lost: the row that carries these calls, and
-        # their results as execute replays them (any call still without one runs now)
-        async with self.db.connection() as conn:
-            found = await tool_store.call_context(conn, who.user_id, thread_id, done[0])
-        call = found[2] if found else None
-        if call is None:
-            raise Conflict(f"Tool call {done[0]!r} already has a result in this thread.")
-        return {"id": call["message_id"], "guard": "forged" if looks_forged(content) else None,
-                "results": await tools.executed(who, thread_id, calls)}
+        return await self._replay(who, thread_id, content, calls, done, tools)
 
     async def _in_two_steps(self, who: Principal, thread_id: str, body: dict[str, Any],
                             calls: list[dict[str, Any]], tools: ToolService) -> dict[str, Any]:
@@ -154,8 +214,7 @@ class AgentMessageService:
         # current_running_turn locks the turn row FOR SHARE until this write commits, so the
         # lease cannot lapse (and the work be re-claimed) between this check and the commit
         if await turn_store.current_running_turn(conn, user_id, thread_id) != turn_id:
-            raise Conflict(f"Turn {turn_id} is not this thread's running turn (its lease lapsed "
-                           "or it finished); claim a new turn before writing.")
+            raise Conflict(STALE_TURN.format(turn_id=turn_id))
 
     @staticmethod
     def _row_fields(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -177,7 +236,7 @@ class AgentMessageService:
             conn, who, thread_id, role="assistant", body=content,
             tool_calls=calls or None, source_meta={"guard": guard} if guard else None,
             turn_id=turn_id)
-        return {"id": row["id"], "guard": guard}
+        return {"id": row.id, "guard": guard}
 
     async def _tool(self, conn: asyncpg.Connection, who: Principal, thread_id: str,
                     body: dict[str, Any], turn_id: int | None) -> dict[str, Any]:
@@ -191,7 +250,7 @@ class AgentMessageService:
                     tool_call_id=call_id, content=body.get("content"), turn_id=turn_id)
         except asyncpg.UniqueViolationError:
             raise Conflict(f"Tool call {call_id!r} already has a result.") from None
-        return {"id": row["id"], "guard": None}
+        return {"id": row.id, "guard": None}
 
     async def _event(self, conn: asyncpg.Connection, who: Principal, thread_id: str,
                      body: dict[str, Any]) -> dict[str, Any]:
@@ -202,10 +261,10 @@ class AgentMessageService:
         if meta is not None and not isinstance(meta, dict):
             raise Invalid.at(["body", "source_meta"], "source_meta must be an object")
         # the service's own notice kinds cannot be claimed by a runtime
-        if meta and ({"componentAnswer", "askHandoff"} & meta.keys()):
-            raise Invalid.at(["body", "source_meta"],
-                             "componentAnswer and askHandoff are written by the service only")
+        if meta and ({"componentAnswer", "cardAnswer", "askHandoff"} & meta.keys()):
+            raise Invalid.at(["body", "source_meta"], "componentAnswer, cardAnswer and "
+                                                      "askHandoff are written by the service only")
         row = await self._insert(conn, who, thread_id, role="event", body=text,
                                  source_meta=meta)
         await timeline_store.wake_thread(conn, who.user_id, thread_id)
-        return {"id": row["id"], "guard": None}
+        return {"id": row.id, "guard": None}

@@ -29,13 +29,25 @@ from maxclaw.errors import Conflict, NotFound
 from maxclaw.secrets.service import SecretService
 from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.projections import thread_projection
+from maxclaw.timeline.rows import MessageRow
 from maxclaw.turns import store as store
-from maxclaw.turns.history import answered_components, chat_history, chat_message, forged_notice
+from maxclaw.turns.history import (
+    answered_components,
+    chat_history,
+    chat_message,
+    forged_notice,
+    whole_groups,
+)
 from maxclaw.turns.listener import TurnListener
+from maxclaw.turns.rows import TurnRow
 
 log = logging.getLogger("maxclaw.turns.service")
 POLL_S = 1.0  # a waiting claim retries this often even without a NOTIFY (and lapses leases)
 LAPSE_BATCH = 100
+# The model window (claim, each history page): the newest rows up to these caps, whole
+# tool-call groups; older rows are read with the cursor (settings: model_window_rows/_bytes).
+WINDOW_ROWS = 500
+WINDOW_BYTES = 2 * 1024 * 1024
 NOT_RUNNING = ("This turn is no longer running (it finished, or its lease lapsed and the work "
                "was queued again): stop, and claim a new turn.")
 
@@ -45,8 +57,8 @@ def parse_turn_id(value: str | int) -> int:
     return parse_int_id(value, "turn")
 
 
-def turn_projection(turn: dict[str, Any]) -> dict[str, Any]:
-    return {"id": turn["id"], "thread_id": turn["thread_id"], "lease_until": turn["lease_until"]}
+def turn_projection(turn: TurnRow) -> dict[str, Any]:
+    return {"id": turn.id, "thread_id": turn.thread_id, "lease_until": turn.lease_until}
 
 
 class TurnService:
@@ -54,13 +66,16 @@ class TurnService:
 
     def __init__(self, db: Database, clock: Clock, listener: TurnListener,
                  secrets: SecretService, *, lease_s: float = 60.0,
-                 poll_s: float = POLL_S) -> None:
+                 poll_s: float = POLL_S, window_rows: int = WINDOW_ROWS,
+                 window_bytes: int = WINDOW_BYTES) -> None:
         self.db = db
         self.secrets = secrets  # opens sealed rows for the model (claim, inbox, history)
         self.clock = clock
         self.listener = listener
         self.lease = timedelta(seconds=lease_s)
         self.poll_s = poll_s
+        self.window_rows = window_rows  # the model window's cap (claim, history pages)
+        self.window_bytes = window_bytes
         self._last_lapse_check = float("-inf")
 
     # ----- claim -----
@@ -97,40 +112,68 @@ class TurnService:
         so that nothing waiting on it (a wake-up) holds a component this claim stamps."""
         now = self.clock.now()
         async with self.db.transaction() as conn:
-            picked = await store.pick_next(conn, who.user_id, who.thread_id)
+            picked = await store.pick_next(conn, who.user_id, who.thread_id,
+                                           with_main=who.writes_in_main)
             if picked is None:
                 return None
-            rows = await store.thread_rows(conn, who.user_id, picked["thread_id"])
+            rows, next_before_id = await self._window(conn, who.user_id, picked.thread_id,
+                                                      None, handed_only=False)
             model_rows = await self.secrets.model_rows(conn, who.user_id, rows)
-            await self._deliver(conn, who.user_id,
-                                [r for r in rows if _undelivered_input(r)], now)
-            turn = await store.start_turn(conn, picked["id"], runtime_id, now, now + self.lease,
-                                          rows[-1]["id"] if rows else 0)
+            head = rows[-1].id if rows else 0
+            # all input up to the head is delivered, the window's and any older (which the
+            # cursor reaches); seen_at only for answers the window hands over
+            await store.deliver_through(conn, who.user_id, picked.thread_id, head, now)
+            await store.stamp_seen(conn, who.user_id, answered_components(
+                r for r in rows if _undelivered_input(r)), now)
+            turn = await store.start_turn(conn, who.user_id, picked.id, runtime_id, now,
+                                          now + self.lease, head)
             # read after the start: the thread's turn_state now says running
-            thread = await timeline_store.get_thread(conn, who.user_id, picked["thread_id"])
+            thread = await timeline_store.get_thread(conn, who.user_id, picked.thread_id)
         assert thread is not None  # the turn's foreign key guarantees it
-        log.info("turn claimed", extra={"turn_id": turn["id"], "thread_id": turn["thread_id"],
+        log.info("turn claimed", extra={"turn_id": turn.id, "thread_id": turn.thread_id,
                                         "user_id": who.user_id})
         return {"turn": turn_projection(turn), "thread": thread_projection(thread),
-                "messages": chat_history(model_rows)}
+                "messages": chat_history(model_rows), "next_before_id": next_before_id}
+
+    async def _window(self, conn: asyncpg.Connection, user_id: str, thread_id: str,
+                      before_id: int | None, *, handed_only: bool,
+                      ) -> tuple[list[MessageRow], int | None]:
+        """The model window before ``before_id`` (None: the head), whole tool-call groups, and
+        the cursor to the rows older than it (None when there are none). ``handed_only``
+        (history) leaves out input not delivered yet; it is dropped here rather than in the
+        query, so the query never reads past its cap, however much input waits."""
+        rows = whole_groups(await store.model_window(
+            conn, user_id, thread_id, before_id, self.window_rows, self.window_bytes))
+        if not rows:
+            return [], None
+        older = await store.has_before(conn, user_id, thread_id, rows[0].id)
+        cursor = rows[0].id if older else None
+        if handed_only:
+            rows = [r for r in rows if not _undelivered_input(r)]
+        return rows, cursor
 
     async def _deliver(self, conn: asyncpg.Connection, user_id: str,
-                       delivered: list[dict[str, Any]], now: datetime) -> None:
+                       delivered: list[MessageRow], now: datetime) -> None:
         """Record what the model was just handed: input delivered, answers seen."""
-        await store.mark_delivered(conn, user_id, [r["id"] for r in delivered], now)
+        await store.mark_delivered(conn, user_id, [r.id for r in delivered], now)
         await store.stamp_seen(conn, user_id, answered_components(delivered), now)
 
     # ----- the running turn -----
 
     async def _running(self, conn: asyncpg.Connection, who: Principal,
-                       turn_id: int) -> dict[str, Any]:
+                       turn_id: int) -> TurnRow:
         """The caller's turn, locked; 404 if it is not theirs, 409 if it is not running."""
         turn = await store.lock_turn(conn, who.user_id, turn_id)
         if turn is None:
             raise NotFound("No such turn.")
-        who.check_thread(turn["thread_id"])
-        if turn["status"] != "running":
-            raise Conflict(NOT_RUNNING, data={"status": turn["status"]})
+        who.check_thread(turn.thread_id)
+        # a turn in Main is Main's own runtime's: another agent token may not heartbeat,
+        # take its inbox (Main would never see that input) or finish it. One lookup, and only
+        # for the tokens the fence is about.
+        if not who.writes_in_main and await store.is_main(conn, who.user_id, turn.thread_id):
+            who.check_writes_in("main")
+        if turn.status != "running":
+            raise Conflict(NOT_RUNNING, data={"status": turn.status})
         return turn
 
     async def heartbeat(self, who: Principal, turn_id: int) -> dict[str, Any]:
@@ -139,23 +182,23 @@ class TurnService:
         async with self.db.transaction() as conn:
             turn = await self._running(conn, who, turn_id)
             extended = None
-            if turn["lease_until"] >= now:
+            if turn.lease_until is not None and turn.lease_until >= now:  # running: set
                 extended = await store.extend_lease(conn, who.user_id, turn_id, now + self.lease)
             else:
                 await store.lapse_if_expired(conn, who.user_id, turn_id, now)
         # raised after the commit, so the lapse and its successor turn stay written
         if extended is None:
             raise Conflict(NOT_RUNNING, data={"status": "lapsed"})
-        return {"lease_until": extended["lease_until"]}
+        return {"lease_until": extended.lease_until}
 
     async def inbox(self, who: Principal, turn_id: int) -> dict[str, Any]:
         """The step boundary: what arrived since the last delivery, now marked delivered."""
         now = self.clock.now()
         async with self.db.transaction() as conn:
             turn = await self._running(conn, who, turn_id)
-            user_id, thread_id = who.user_id, turn["thread_id"]
+            user_id, thread_id = who.user_id, turn.thread_id
             # the model's own service-shaped text written since it last saw the thread
-            forged = await store.forged_since(conn, user_id, thread_id, turn["delivered_through"])
+            forged = await store.forged_since(conn, user_id, thread_id, turn.delivered_through)
             rows = await store.undelivered_rows(conn, user_id, thread_id)
             model_rows = await self.secrets.model_rows(conn, user_id, rows)
             last = await store.last_message_id(conn, user_id, thread_id)
@@ -178,29 +221,29 @@ class TurnService:
             # Lock the thread first: an input row being inserted right now (its foreign key
             # holds FOR KEY SHARE on the thread) commits before we look, or waits until we are
             # done and then finds the thread idle and wakes it itself. Either way it is seen.
-            await store.lock_thread(conn, who.user_id, turn["thread_id"])
+            await store.lock_thread(conn, who.user_id, turn.thread_id)
             await store.finish_turn(conn, who.user_id, turn_id, now)
             requeued = await self._queue_next(conn, who.user_id, turn)
-            open_ids = await store.open_components(conn, who.user_id, turn["thread_id"])
-        log.info("turn finished", extra={"turn_id": turn_id, "thread_id": turn["thread_id"],
+            open_ids = await store.open_components(conn, who.user_id, turn.thread_id)
+        log.info("turn finished", extra={"turn_id": turn_id, "thread_id": turn.thread_id,
                                          "count": len(open_ids)})
         return {"open_components": open_ids, "requeued": requeued}
 
     async def _queue_next(self, conn: asyncpg.Connection, user_id: str,
-                          turn: dict[str, Any]) -> bool:
+                          turn: TurnRow) -> bool:
         """Queue the next turn if input is waiting, or if the model wrote a forged notice
         since its last delivery (it concluded something on it and must be told: the claim's
         history carries the notice) — but not twice in a row for forged notices alone, or a
         model that forges on every turn would run forever."""
-        thread_id = turn["thread_id"]
+        thread_id = turn.thread_id
         if await store.has_undelivered(conn, user_id, thread_id):
             await timeline_store.wake_thread(conn, user_id, thread_id)
             return True
-        if not await store.forged_since(conn, user_id, thread_id, turn["delivered_through"]):
+        if not await store.forged_since(conn, user_id, thread_id, turn.delivered_through):
             return False
-        if turn["forged_requeue"]:
+        if turn.forged_requeue:
             log.warning("the model forged a notice again; no further turn is queued for it",
-                        extra={"turn_id": turn["id"], "thread_id": thread_id,
+                        extra={"turn_id": turn.id, "thread_id": thread_id,
                                "user_id": user_id})
             return False
         await store.wake_for_forged(conn, user_id, thread_id)
@@ -208,16 +251,20 @@ class TurnService:
 
     # ----- reading -----
 
-    async def history(self, who: Principal, thread_id: str) -> dict[str, Any]:
-        """What a model of this thread has been handed so far (pending input is in the inbox)."""
+    async def history(self, who: Principal, thread_id: str,
+                      before_id: int | None = None) -> dict[str, Any]:
+        """What a model of this thread has been handed so far (pending input is in the inbox):
+        the model window before ``before_id`` (None: the newest), and ``next_before_id``, the
+        cursor for the page before it (None on the oldest page)."""
         thread_id = parse_uuid(thread_id)
         who.check_thread(thread_id)
-        async with self.db.connection() as conn:
+        async with self.db.transaction() as conn:  # read-only; the window's plan setting
             if await timeline_store.get_thread(conn, who.user_id, thread_id) is None:
                 raise NotFound("No such thread.")
-            rows = await self.secrets.model_rows(
-                conn, who.user_id, await store.handed_rows(conn, who.user_id, thread_id))
-        return {"messages": chat_history(rows)}
+            rows, next_before_id = await self._window(conn, who.user_id, thread_id, before_id,
+                                                      handed_only=True)
+            rows = await self.secrets.model_rows(conn, who.user_id, rows)
+        return {"messages": chat_history(rows), "next_before_id": next_before_id}
 
     # ----- leases -----
 
@@ -227,8 +274,8 @@ class TurnService:
             lapsed = await store.lapse_expired(conn, self.clock.now(), limit)
         for turn in lapsed:
             log.warning("turn lease lapsed; work queued again",
-                        extra={"turn_id": turn["id"], "thread_id": turn["thread_id"],
-                               "user_id": turn["user_id"]})
+                        extra={"turn_id": turn.id, "thread_id": turn.thread_id,
+                               "user_id": turn.user_id})
         return len(lapsed)
 
     async def _lapse_expired_now_and_then(self) -> None:
@@ -239,5 +286,5 @@ class TurnService:
             await self.lapse_expired()
 
 
-def _undelivered_input(row: dict[str, Any]) -> bool:
-    return row["role"] in ("user", "event") and row["delivered_at"] is None
+def _undelivered_input(row: MessageRow) -> bool:
+    return row.role in ("user", "event") and row.delivered_at is None

@@ -11,13 +11,15 @@ queued or running turn per thread; the ``turns_changed`` trigger mirrors it into
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
 from maxclaw.components import machine
 from maxclaw.components.machine import statuses
+from maxclaw.timefmt import rfc3339
+from maxclaw.timeline.rows import MessageRow
 from maxclaw.timeline.store import MESSAGE_COLUMNS, wake_thread
+from maxclaw.turns.rows import LapsedTurn, PickedTurn, TurnRow
 
 TURN_COLUMNS = (
     "id, user_id::text, thread_id::text, status, runtime_id, lease_until, created_at, "
@@ -31,17 +33,22 @@ UNSETTLED = statuses(machine.UNSETTLED)
 # twice. Only locked here: the claim writes the turn last (START_TURN), after stamping the
 # components it hands over. Writing it first deadlocked with a revoke, which locks its
 # component and then wakes the thread (a wake-up waits for a turn being written).
+# $3 false: not Main's turns (an agent token that is not Main's own; issue 14). The Main
+# thread's id is one probe of threads_one_main_per_user, evaluated once for the statement.
 PICK_NEXT = """
 SELECT id, thread_id::text FROM turns
  WHERE user_id = $1::uuid AND status = 'queued'
    AND ($2::uuid IS NULL OR thread_id = $2::uuid)
+   AND ($3::boolean OR thread_id IS DISTINCT FROM
+        (SELECT m.id FROM threads m WHERE m.user_id = $1::uuid AND m.kind = 'main'))
  ORDER BY id LIMIT 1
    FOR UPDATE SKIP LOCKED
 """
+IS_MAIN = "SELECT kind = 'main' FROM threads WHERE user_id = $1::uuid AND id = $2::uuid"
 START_TURN = f"""
 UPDATE turns SET status = 'running', runtime_id = $2, lease_until = $3, claimed_at = $4,
        delivered_through = $5
- WHERE id = $1 AND status = 'queued'
+ WHERE user_id = $6::uuid AND id = $1 AND status = 'queued'
 RETURNING {TURN_COLUMNS}
 """
 LOCK_TURN = f"SELECT {TURN_COLUMNS} FROM turns WHERE user_id = $1::uuid AND id = $2 FOR UPDATE"
@@ -86,19 +93,55 @@ LOCK_THREAD = "SELECT id FROM threads WHERE user_id = $1::uuid AND id = $2::uuid
 # The next turn, queued only so the model hears that its notice-shaped text was not ours.
 WAKE_FOR_FORGED = """
 INSERT INTO turns (user_id, thread_id, forged_requeue) VALUES ($1::uuid, $2::uuid, true)
-ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') DO NOTHING
+ON CONFLICT (user_id, thread_id) WHERE status IN ('queued', 'running') DO NOTHING
 """
 
-THREAD_ROWS = f"""
-SELECT {MESSAGE_COLUMNS} FROM messages
- WHERE user_id = $1::uuid AND thread_id = $2::uuid ORDER BY id
-"""
-# What a model has been handed: assistant and tool rows, and input rows once delivered.
-HANDED_ROWS = f"""
-SELECT {MESSAGE_COLUMNS} FROM messages
- WHERE user_id = $1::uuid AND thread_id = $2::uuid
-   AND (role IN ('assistant', 'tool') OR delivered_at IS NOT NULL)
+# The model window (claim, history): the newest rows before an optional ``before_id`` ($3,
+# NULL: the thread's head), newest first in the index ``messages_thread_id`` (thread_id, id),
+# at most $4 rows, and cut where the rows after a row (towards the head) already hold $5 bytes
+# or more (so the newest row always comes). A row's size is its text as the model reads it
+# (tool calls counted twice: their definitions). Measured in the database, so a window of a
+# thread of 1 MiB rows is not read and decoded on the event loop to be thrown away.
+# The thread is a range of row values, not ``thread_id = $2``: with an equality the planner
+# drops thread_id from the ORDER BY and may walk the primary key back from the table's newest
+# row (it costs the thread index as random reads), reading every other thread on the way;
+# a range over (thread_id, id) only this index can serve in order.
+_SIZE = """octet_length(coalesce(body, '')) + octet_length(coalesce(content::text, ''))
+                  + 2 * octet_length(coalesce(tool_calls::text, ''))"""
+MODEL_WINDOW = f"""
+SELECT {MESSAGE_COLUMNS} FROM (
+    SELECT *, sum(size) OVER (ORDER BY id DESC) - size AS newer FROM (
+        SELECT *, {_SIZE} AS size
+          FROM messages
+         WHERE (thread_id, id) > ($2::uuid, 0)
+           AND (thread_id, id) < ($2::uuid, coalesce($3::bigint, 9223372036854775807))
+           AND user_id = $1::uuid
+         ORDER BY thread_id DESC, id DESC LIMIT $4) sized) window_rows
+ WHERE newer < $5
  ORDER BY id
+"""
+# Set in the window's transaction: the row-value range above is estimated poorly, and with a
+# cursor in the middle of a long thread (or a generic plan, LIMIT unknown) the planner chose a
+# bitmap scan of every older row of the thread, then a sort; the index walk reads the cap.
+# The estimate depends on where the thread's uuid falls among the others, so now and then it
+# chose a sequential scan of every message as well (tests/trust/test_model_window.py, 1 run
+# in 3): both are off for this one statement.
+WINDOW_PLAN = "SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off"
+WINDOW_PLAN_DONE = "RESET enable_bitmapscan; RESET enable_seqscan"
+# Whether anything older than a window's first row is left for the cursor.
+HAS_BEFORE = """
+SELECT EXISTS (SELECT 1 FROM messages
+                WHERE user_id = $1::uuid AND thread_id = $2::uuid AND id < $3)
+"""
+# A claim hands the model its window; input older than the window (reachable with the cursor)
+# counts as delivered too, or every finish would queue a turn for rows no window shows.
+DELIVER_THROUGH = """
+WITH delivered AS (
+    UPDATE messages SET delivered_at = $4
+     WHERE user_id = $1::uuid AND thread_id = $2::uuid AND id <= $3
+       AND delivered_at IS NULL AND role IN ('user', 'event')
+    RETURNING 1)
+SELECT count(*) FROM delivered
 """
 UNDELIVERED_ROWS = f"""
 SELECT {MESSAGE_COLUMNS} FROM messages
@@ -124,11 +167,38 @@ SELECT {MESSAGE_COLUMNS} FROM messages
 LAST_MESSAGE_ID = """
 SELECT coalesce(max(id), 0) FROM messages WHERE user_id = $1::uuid AND thread_id = $2::uuid
 """
-# seen_at is stamped once: the first time a model is handed the answer.
+# seen_at is stamped once: the first time a model is handed the answer; and mirrored into the
+# card's ``display.states`` in the same statement (the rev trigger syncs every client, so the
+# card says "seen by the agent" live). $4 is the instant as the wire writes it (timefmt).
 STAMP_SEEN = """
-UPDATE message_components SET seen_at = $3, updated_at = now()
- WHERE user_id = $1::uuid AND id = ANY($2::text[]) AND seen_at IS NULL
-RETURNING id
+WITH stamped AS (
+    UPDATE message_components SET seen_at = $3, updated_at = now()
+     WHERE user_id = $1::uuid AND id = ANY($2::text[]) AND seen_at IS NULL
+    RETURNING id, tool_message_id
+), patch AS (
+    SELECT tool_message_id, array_agg(id) AS ids FROM stamped GROUP BY tool_message_id
+), mirror AS (
+    UPDATE messages m
+       SET display = jsonb_set(m.display, '{states}', (
+               SELECT jsonb_object_agg(e.k, CASE WHEN e.k = ANY(patch.ids)
+                                                 THEN e.v || jsonb_build_object('seen_at', $4::text)
+                                                 ELSE e.v END)
+                 FROM jsonb_each(m.display -> 'states') AS e(k, v)))
+      FROM patch
+     WHERE m.user_id = $1::uuid AND m.id = patch.tool_message_id
+       AND jsonb_typeof(m.display -> 'states') = 'object'
+)
+SELECT id FROM stamped
+"""
+# the tool rows whose cards have an answer no model has seen yet (a superset of what a delivery
+# stamps), locked in id order
+LOCK_UNSEEN_TOOL_ROWS = """
+SELECT id FROM messages
+ WHERE user_id = $1::uuid AND id IN (
+           SELECT tool_message_id FROM message_components
+            WHERE user_id = $1::uuid AND thread_id = $2::uuid AND seen_at IS NULL
+              AND answered_at IS NOT NULL)
+ ORDER BY id FOR UPDATE
 """
 OPEN_COMPONENTS = """
 SELECT id FROM message_components
@@ -137,47 +207,53 @@ SELECT id FROM message_components
 """
 
 
-def _row(record: asyncpg.Record | None) -> dict[str, Any] | None:
-    return dict(record) if record is not None else None
+async def pick_next(conn: asyncpg.Connection, user_id: str, thread_id: str | None,
+                    with_main: bool = True) -> PickedTurn | None:
+    """Lock the oldest queued turn of the user's (or of one thread; Main's only when
+    ``with_main``) that no one else is claiming; None if there is none."""
+    row = await conn.fetchrow(PICK_NEXT, user_id, thread_id, with_main)
+    return PickedTurn.from_record(row) if row is not None else None
 
 
-async def pick_next(conn: asyncpg.Connection, user_id: str,
-                    thread_id: str | None) -> dict[str, Any] | None:
-    """Lock the oldest queued turn of the user's (or of one thread) that no one else is
-    claiming; None if there is none."""
-    return _row(await conn.fetchrow(PICK_NEXT, user_id, thread_id))
+async def is_main(conn: asyncpg.Connection, user_id: str, thread_id: str) -> bool:
+    """Is this thread of the user's its Main thread?"""
+    return bool(await conn.fetchval(IS_MAIN, user_id, thread_id))
 
 
-async def start_turn(conn: asyncpg.Connection, turn_id: int, runtime_id: str, now: datetime,
-                     lease_until: datetime, delivered_through: int) -> dict[str, Any]:
+async def start_turn(conn: asyncpg.Connection, user_id: str, turn_id: int, runtime_id: str,
+                     now: datetime, lease_until: datetime, delivered_through: int) -> TurnRow:
     """queued → running, for the turn ``pick_next`` locked in this transaction."""
     row = await conn.fetchrow(START_TURN, turn_id, runtime_id, lease_until, now,
-                              delivered_through)
+                              delivered_through, user_id)
     assert row is not None, "pick_next locked a queued turn in this transaction"
-    return dict(row)
+    return TurnRow.from_record(row)
 
 
-async def get_turn(conn: asyncpg.Connection, user_id: str, turn_id: int) -> dict[str, Any] | None:
+def _turn(record: asyncpg.Record | None) -> TurnRow | None:
+    return TurnRow.from_record(record) if record is not None else None
+
+
+async def get_turn(conn: asyncpg.Connection, user_id: str, turn_id: int) -> TurnRow | None:
     """One turn of the user's."""
-    return _row(await conn.fetchrow(GET_TURN, user_id, turn_id))
+    return _turn(await conn.fetchrow(GET_TURN, user_id, turn_id))
 
 
 async def lock_turn(conn: asyncpg.Connection, user_id: str,
-                    turn_id: int) -> dict[str, Any] | None:
+                    turn_id: int) -> TurnRow | None:
     """One turn of the user's, locked for the rest of the transaction."""
-    return _row(await conn.fetchrow(LOCK_TURN, user_id, turn_id))
+    return _turn(await conn.fetchrow(LOCK_TURN, user_id, turn_id))
 
 
 async def extend_lease(conn: asyncpg.Connection, user_id: str, turn_id: int,
-                       lease_until: datetime) -> dict[str, Any] | None:
+                       lease_until: datetime) -> TurnRow | None:
     """Move a running turn's lease; None when the turn is not running."""
-    return _row(await conn.fetchrow(EXTEND_LEASE, user_id, turn_id, lease_until))
+    return _turn(await conn.fetchrow(EXTEND_LEASE, user_id, turn_id, lease_until))
 
 
 async def finish_turn(conn: asyncpg.Connection, user_id: str, turn_id: int,
-                      now: datetime) -> dict[str, Any] | None:
+                      now: datetime) -> TurnRow | None:
     """running → done; None when the turn is not running."""
-    return _row(await conn.fetchrow(FINISH_TURN, user_id, turn_id, now))
+    return _turn(await conn.fetchrow(FINISH_TURN, user_id, turn_id, now))
 
 
 async def set_delivered_through(conn: asyncpg.Connection, user_id: str, turn_id: int,
@@ -187,11 +263,11 @@ async def set_delivered_through(conn: asyncpg.Connection, user_id: str, turn_id:
 
 
 async def lapse_expired(conn: asyncpg.Connection, now: datetime,
-                        limit: int) -> list[dict[str, Any]]:
+                        limit: int) -> list[LapsedTurn]:
     """Mark running turns whose lease ran out as lapsed and queue a fresh turn for each."""
-    lapsed = [dict(r) for r in await conn.fetch(LAPSE_EXPIRED, now, limit)]
+    lapsed = [LapsedTurn.from_record(r) for r in await conn.fetch(LAPSE_EXPIRED, now, limit)]
     for turn in lapsed:
-        await wake_thread(conn, turn["user_id"], turn["thread_id"])
+        await wake_thread(conn, turn.user_id, turn.thread_id)
     return lapsed
 
 
@@ -228,22 +304,35 @@ async def wake_for_forged(conn: asyncpg.Connection, user_id: str, thread_id: str
     await conn.execute(WAKE_FOR_FORGED, user_id, thread_id)
 
 
-async def thread_rows(conn: asyncpg.Connection, user_id: str,
-                      thread_id: str) -> list[dict[str, Any]]:
-    """Every message of a thread in id order."""
-    return [dict(r) for r in await conn.fetch(THREAD_ROWS, user_id, thread_id)]
+async def model_window(conn: asyncpg.Connection, user_id: str, thread_id: str,
+                       before_id: int | None, max_rows: int,
+                       max_bytes: int) -> list[MessageRow]:
+    """The newest rows of a thread before ``before_id`` (None: up to the head) in id order: at
+    most ``max_rows`` and about ``max_bytes`` (always at least one row). Call it inside a
+    transaction (the plan setting is local to it)."""
+    await conn.execute(WINDOW_PLAN)
+    rows = await conn.fetch(MODEL_WINDOW, user_id, thread_id, before_id, max_rows, max_bytes)
+    await conn.execute(WINDOW_PLAN_DONE)
+    return [MessageRow.from_record(r) for r in rows]
 
 
-async def handed_rows(conn: asyncpg.Connection, user_id: str,
-                      thread_id: str) -> list[dict[str, Any]]:
-    """The rows a model has been handed so far (undelivered input waits in the inbox)."""
-    return [dict(r) for r in await conn.fetch(HANDED_ROWS, user_id, thread_id)]
+async def has_before(conn: asyncpg.Connection, user_id: str, thread_id: str,
+                     message_id: int) -> bool:
+    """Whether the thread has rows older than ``message_id`` (for the window's cursor)."""
+    return bool(await conn.fetchval(HAS_BEFORE, user_id, thread_id, message_id))
+
+
+async def deliver_through(conn: asyncpg.Connection, user_id: str, thread_id: str,
+                          message_id: int, now: datetime) -> int:
+    """Stamp ``delivered_at`` on every undelivered input row up to ``message_id``; how many."""
+    return int(await conn.fetchval(DELIVER_THROUGH, user_id, thread_id, message_id, now))
 
 
 async def undelivered_rows(conn: asyncpg.Connection, user_id: str,
-                           thread_id: str) -> list[dict[str, Any]]:
+                           thread_id: str) -> list[MessageRow]:
     """The thread's inbox: input rows no model has been handed yet, in arrival order."""
-    return [dict(r) for r in await conn.fetch(UNDELIVERED_ROWS, user_id, thread_id)]
+    return [MessageRow.from_record(r)
+            for r in await conn.fetch(UNDELIVERED_ROWS, user_id, thread_id)]
 
 
 async def has_undelivered(conn: asyncpg.Connection, user_id: str, thread_id: str) -> bool:
@@ -259,9 +348,10 @@ async def mark_delivered(conn: asyncpg.Connection, user_id: str, message_ids: li
 
 
 async def forged_since(conn: asyncpg.Connection, user_id: str, thread_id: str,
-                       after_id: int) -> list[dict[str, Any]]:
+                       after_id: int) -> list[MessageRow]:
     """Assistant rows flagged ``source_meta.guard = 'forged'`` after ``after_id``."""
-    return [dict(r) for r in await conn.fetch(FORGED_SINCE, user_id, thread_id, after_id)]
+    return [MessageRow.from_record(r)
+            for r in await conn.fetch(FORGED_SINCE, user_id, thread_id, after_id)]
 
 
 async def last_message_id(conn: asyncpg.Connection, user_id: str, thread_id: str) -> int:
@@ -274,7 +364,13 @@ async def stamp_seen(conn: asyncpg.Connection, user_id: str, component_ids: list
     """Stamp ``seen_at`` on components whose answers a model was just handed (first time)."""
     if not component_ids:
         return []
-    return [r["id"] for r in await conn.fetch(STAMP_SEEN, user_id, component_ids, now)]
+    return [r["id"] for r in await conn.fetch(STAMP_SEEN, user_id, component_ids, now,
+                                               rfc3339(now))]
+
+
+async def lock_unseen_tool_rows(conn: asyncpg.Connection, user_id: str, thread_id: str) -> None:
+    """Lock, in id order, the tool rows a delivery may mirror ``seen_at`` into."""
+    await conn.execute(LOCK_UNSEEN_TOOL_ROWS, user_id, thread_id)
 
 
 async def open_components(conn: asyncpg.Connection, user_id: str, thread_id: str) -> list[str]:

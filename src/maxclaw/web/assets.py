@@ -61,7 +61,7 @@ class WebAssets:
             suffix = "." + entry.name.rsplit(".", 1)[-1] if "." in entry.name else ""
             if not entry.is_file() or suffix not in CONTENT_TYPES:
                 continue
-            assets[entry.name] = _asset(entry.name, entry.read_bytes(), CONTENT_TYPES[suffix])
+            assets[entry.name] = make_asset(entry.name, entry.read_bytes(), CONTENT_TYPES[suffix])
         for required in (INDEX, SERVICE_WORKER):
             if required not in assets:
                 raise RuntimeError(f"the WebUI's {required} is missing from the "
@@ -80,7 +80,8 @@ class WebAssets:
         return sorted(self._assets)
 
 
-def _asset(name: str, body: bytes, content_type: str) -> Asset:
+def make_asset(name: str, body: bytes, content_type: str) -> Asset:
+    """An asset with its ETag (a prefix of its SHA-256)."""
     etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
     return Asset(name, body, content_type, etag)
 
@@ -94,4 +95,4 @@ def _service_worker(assets: dict[str, Asset]) -> Asset:
     prefix = (f"const SHELL = {json.dumps(shell)};\n"
               f"const SHELL_VERSION = {json.dumps(version.hexdigest()[:16])};\n")
     source = assets[SERVICE_WORKER]
-    return _asset(SERVICE_WORKER, prefix.encode() + source.body, source.content_type)
+    return make_asset(SERVICE_WORKER, prefix.encode() + source.body, source.content_type)

@@ -56,6 +56,9 @@ class Thread(_Open):
     turn_state: str = "idle"
     created_at: datetime | None = None
     rev: int = 0
+    # derived from runtime state: "running" | "waiting for you" | "idle"; unsettled questions
+    state: str = "idle"
+    open_cards: int = 0
 
 
 class Turn(BaseModel):
@@ -70,6 +73,8 @@ class Claim(BaseModel):
     turn: Turn
     thread: Thread
     messages: list[ChatMessage]
+    # the window is capped: history(before_id=next_before_id) reads the rows before it
+    next_before_id: int | None = None
 
 
 class Lease(BaseModel):
@@ -80,6 +85,12 @@ class Delivery(BaseModel):
     """``inbox`` and ``history``: model-facing messages."""
 
     messages: list[ChatMessage]
+
+
+class History(Delivery):
+    """``history``: one model window; ``next_before_id`` reads the one before (null: none)."""
+
+    next_before_id: int | None = None
 
 
 class Finished(BaseModel):
@@ -143,6 +154,8 @@ class Component(_Open):
     posted_at: datetime | None = None
     answered_at: datetime | None = None
     seen_at: datetime | None = None
+    withdrawn_reason: str | None = None
+    superseded_by: str | None = None
 
 
 class Decision(_Open):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from maxclaw.api.deps import AgentPrincipal, Services
 from maxclaw.turns.service import parse_turn_id
-from maxclaw.wire.models import Claim, ClaimRequest, Delivery, Finished, Lease
+from maxclaw.wire.models import Claim, ClaimRequest, Delivery, Finished, History, Lease
 
 router = APIRouter(prefix="/v1/agent")
 
@@ -50,6 +50,9 @@ async def finish(turn_id: str, who: AgentPrincipal, services: Services) -> Any:
 
 
 @router.get("/threads/{thread_id}/history", response_model=None,
-            responses={200: {"model": Delivery}})
-async def history(thread_id: str, who: AgentPrincipal, services: Services) -> Any:
-    return await services.turns.history(who, thread_id)
+            responses={200: {"model": History}})
+async def history(thread_id: str, who: AgentPrincipal, services: Services,
+                  before_id: int | None = Query(None, ge=1, le=2**63 - 1)) -> Any:
+    # before_id / next_before_id (added): the model window is capped (docs/rich-message.md);
+    # a page's next_before_id reads the page before it, null on the oldest one
+    return await services.turns.history(who, thread_id, before_id)

@@ -39,3 +39,9 @@ async def settle(decision_id: str, body: SettleBody, who: UserPrincipal,
 async def snooze(decision_id: str, body: SnoozeBody, who: UserPrincipal,
                  services: Services) -> Any:
     return jsonable_encoder(await services.decisions.snooze(who, decision_id, body.minutes))
+
+
+@router.post("/{decision_id}/dismiss")
+async def dismiss(decision_id: str, who: UserPrincipal, services: Services) -> Any:
+    """Remove a settled item (an answer Main gave) from the panel; idempotent."""
+    return jsonable_encoder(await services.decisions.dismiss(who, decision_id))

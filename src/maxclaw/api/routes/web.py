@@ -1,5 +1,5 @@
 """The WebUI: ``/`` serves the app shell, ``/assets/{name}`` its files, ``/sw.js`` its
-service worker.
+service worker; ``/docs`` the API reference and ``/docs/assets/{name}`` its files.
 
 Mounted last, and only on these paths, so it can never shadow ``/v1``, ``/healthz``,
 ``/readyz`` or ``/metrics``.
@@ -55,4 +55,19 @@ async def asset(name: str, request: Request) -> Response:
     found = _assets(request).get(name)
     if found is None:
         raise NotFound(f"The WebUI has no file called {name!r}.")
+    return _respond(request, found)
+
+
+@router.api_route("/docs", methods=["GET", "HEAD"], include_in_schema=False)
+async def api_docs(request: Request) -> Response:
+    """The API reference (Swagger UI over ``/openapi.json``), from the server's own files."""
+    return _respond(request, services_of(request).docs_assets.page)
+
+
+@router.api_route("/docs/assets/{name}", methods=["GET", "HEAD"], include_in_schema=False)
+async def api_docs_asset(name: str, request: Request) -> Response:
+    """Swagger UI's script and stylesheet, and the page's start-up script, by exact name."""
+    found = services_of(request).docs_assets.get(name)
+    if found is None:
+        raise NotFound(f"/docs has no file called {name!r}.")
     return _respond(request, found)

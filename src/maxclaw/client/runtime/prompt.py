@@ -12,6 +12,11 @@ are waiting for. Never assume his answer, never poll, never ask the same questio
 answer arrives later as his own message naming the card ("Answer to ... (question card ...)"),
 and a new turn starts for it.
 
+When your plan changes so that an open question no longer fits, ask the right one with
+ask_user_question and list the old card in its supersedes (its tool call id): the old card is
+withdrawn in the same step, so Max never sees both. When you no longer need an answer at all,
+call withdraw_question with the card's id and a short reason Max will read.
+
 Background commands: run_command with run_in_background: true returns a job id at once. When
 the job exits, a service event reports its exit code and last lines of output. Until that
 event has arrived, do not claim the command passed. Do not wait with sleep: keep working, or

@@ -27,7 +27,13 @@ holds for the conversation it was given:
 
 An entry is *used* once an assistant message in the conversation equals it (same text, same
 calls and arguments), so the script's position is read from the conversation itself: a second
-runtime that takes over a thread continues where the first one stopped. ``repeat: true``
+runtime that takes over a thread continues where the first one stopped.
+
+An argument string ``$call:<entry id>`` (or ``$call:<entry id>:<n>`` for its n-th call) stands
+for the tool call id that entry's reply carried in this conversation — the ids are made at
+request time, so a script names an earlier card this way (``supersedes: ["$call:ask"]``,
+``withdraw_question {tool_call_id: "$call:ask-version"}``). An entry whose reference is not
+in the conversation yet is not eligible. ``repeat: true``
 entries are never used up. ``delay_s`` makes the request take that long (the demo uses it to
 look like a real model). When nothing matches, the model replies with ``default`` (no calls),
 which ends the turn.
@@ -48,6 +54,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from maxclaw.client.runtime.model import Reply
 
 Hook = Callable[[int, list[dict[str, Any]]], Awaitable[None]]
+REF = "$call:"
+Sig = tuple[str | None, tuple[tuple[str, str], ...]]
 
 
 def _texts(value: str | list[str] | None) -> list[str]:
@@ -86,9 +94,11 @@ class Entry(BaseModel):
     repeat: bool = False
     delay_s: float = Field(default=0.0, ge=0, le=600)
 
-    def signature(self) -> tuple[str | None, tuple[tuple[str, str], ...]]:
-        return (self.content or None,
-                tuple((c.name, _canonical(c.arguments)) for c in self.tool_calls))
+    def signature(self, calls: list[tuple[str, dict[str, Any]]] | None = None) -> Sig:
+        """What an assistant message carrying this reply looks like (``calls``: the calls
+        with their references resolved, when the entry has any)."""
+        pairs = calls if calls is not None else [(c.name, c.arguments) for c in self.tool_calls]
+        return (self.content or None, tuple((name, _canonical(args)) for name, args in pairs))
 
 
 class Script(BaseModel):
@@ -102,7 +112,7 @@ def _canonical(arguments: Any) -> str:
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 
-def _signature_of(message: dict[str, Any]) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+def _signature_of(message: dict[str, Any]) -> Sig:
     calls = []
     for call in message.get("tool_calls") or []:
         fn = call.get("function") or {}
@@ -141,18 +151,63 @@ class ScriptedModel:
         entry = self.choose(messages)
         if entry.delay_s:
             await asyncio.sleep(entry.delay_s)
+        resolved = self._calls(entry, messages) or []
         calls = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                  "function": {"name": c.name, "arguments": _canonical(c.arguments)}}
-                 for c in entry.tool_calls]
+                  "function": {"name": name, "arguments": _canonical(args)}}
+                 for name, args in resolved]
         return Reply(content=entry.content, tool_calls=calls)
+
+    def _calls(self, entry: Entry, messages: list[dict[str, Any]],
+               depth: int = 0) -> list[tuple[str, dict[str, Any]]] | None:
+        """The entry's calls with every ``$call:`` reference resolved against ``messages``;
+        None while a referenced entry has not replied in this conversation."""
+        if depth > len(self.script.replies):
+            return None  # a reference cycle never resolves
+        missing = False
+
+        def resolve(value: Any) -> Any:
+            nonlocal missing
+            if isinstance(value, str) and value.startswith(REF):
+                found = self._call_id(value[len(REF):], messages, depth)
+                missing = missing or found is None
+                return found
+            if isinstance(value, list):
+                return [resolve(v) for v in value]
+            if isinstance(value, dict):
+                return {k: resolve(v) for k, v in value.items()}
+            return value
+
+        calls = [(c.name, resolve(c.arguments)) for c in entry.tool_calls]
+        return None if missing else calls
+
+    def _call_id(self, ref: str, messages: list[dict[str, Any]], depth: int) -> str | None:
+        """The id of call ``n`` (default 0) of the reply entry ``ref`` gave here."""
+        name, _, index = ref.partition(":")
+        entry = next((e for e in self.script.replies if e.id == name), None)
+        calls = self._calls(entry, messages, depth + 1) if entry is not None else None
+        if entry is None or calls is None:
+            return None
+        wanted = entry.signature(calls)
+        for message in messages:
+            if message.get("role") == "assistant" and _signature_of(message) == wanted:
+                made = message.get("tool_calls") or []
+                n = int(index) if index.isdigit() else 0
+                return str(made[n]["id"]) if n < len(made) else None
+        return None
 
     def choose(self, messages: list[dict[str, Any]]) -> Entry:
         """The first unused entry whose condition holds for ``messages``."""
         said = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
         written = {_signature_of(m) for m in messages if m.get("role") == "assistant"}
-        used = {e.id for e in self.script.replies if e.id and e.signature() in written}
+        resolved = {id(e): self._calls(e, messages) for e in self.script.replies}
+        signatures = {id(e): e.signature(calls) for e in self.script.replies
+                      if (calls := resolved[id(e)]) is not None}
+        used = {e.id for e in self.script.replies
+                if e.id and signatures.get(id(e)) in written}
         for entry in self.script.replies:
-            if not entry.repeat and entry.signature() in written:
+            if id(entry) not in signatures:
+                continue  # it names a card not posted yet
+            if not entry.repeat and signatures[id(entry)] in written:
                 continue
             cond = entry.when
             if not all(any(t in s for s in said) for t in cond.user_says):

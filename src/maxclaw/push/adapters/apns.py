@@ -44,6 +44,8 @@ PERMANENT_STATUSES = {"400", "404", "405", "410", "413"}
 RETRYABLE_403_REASONS = {"ExpiredProviderToken"}
 
 CATEGORY_CHOICE = "MAXCLAW_ASK_CHOICE"  # buttons (built from maxclaw.actions) + maybe a reply
+# "Main answered … for you": Why? (opens the app at maxclaw.url) and Revoke (its revoke token)
+CATEGORY_MAIN_ANSWERED = "MAXCLAW_MAIN_ANSWERED"
 CATEGORY_REPLY = "MAXCLAW_ASK_REPLY"  # only a text reply ("Reply…")
 CATEGORY_SECRET = "MAXCLAW_ASK_SECRET"  # only a text reply ("Input (not echoed)…")
 
@@ -83,6 +85,8 @@ def apns_collapse_id(collapse_id: str | None) -> str | None:
 
 
 def category_of(payload: dict[str, Any]) -> str:
+    if payload.get("kind") == "main-answered":
+        return CATEGORY_MAIN_ANSWERED
     reply = payload.get("reply") or {}
     if reply.get("placeholder") == SECRET_PLACEHOLDER:
         return CATEGORY_SECRET
@@ -108,7 +112,8 @@ def fitted_alert(payload: dict[str, Any], collapse: str | None) -> dict[str, Any
 
 def live_activity_message(delivery: Delivery, now_s: int) -> dict[str, Any]:
     payload = delivery.payload
-    if delivery.kind == "notify":
+    # Main's answer settled the question: its Live Activity ends like a withdraw's
+    if delivery.kind == "notify" and payload.get("kind") != "main-answered":
         state = {"status": "open", "decision_id": payload["decision_id"],
                  "component_id": payload["component_id"], "title": payload["title"],
                  "body": fit_payload(payload, 1024)["body"]}

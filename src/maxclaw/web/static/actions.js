@@ -2,7 +2,7 @@
 // the composer. Mixed into Session (session.js); `this` is the session.
 
 import { describeError } from './api.js';
-import { toolCallIdOf } from './cards.js';
+import { draftAnswer, toolCallIdOf } from './cards.js';
 import { SNOOZE_MINUTES } from './decisions.js';
 
 const WIDE = '(min-width: 1100px)';
@@ -16,7 +16,8 @@ export const actions = {
       state: { status: component.status, answered_by: component.answered_by,
         answered_via: component.answered_via, answer: component.answer, due_at: component.due_at,
         answerable_here: component.answerable_here, main_may_take: component.main_may_take,
-        withdrawn_reason: component.withdrawn_reason, superseded_by: component.superseded_by },
+        withdrawn_reason: component.withdrawn_reason, superseded_by: component.superseded_by,
+        seen_at: component.seen_at },
     });
     this.scheduleRender();
   },
@@ -28,6 +29,45 @@ export const actions = {
       if (opts.secret) this.toast('Submitted (not echoed).');
       return component;
     });
+  },
+
+  /**
+   * A card with several questions: every drafted one in one request (POST /v1/cards/{id}/
+   * answer), which the server writes as one message. A question settled elsewhere meanwhile
+   * says so on itself; the others still land.
+   */
+  async answerCard(card, open) {
+    const key = `card:${card.callId}`;
+    if (this.ui(key).busy) return;
+    const answers = {};
+    for (const def of open) {
+      const drafted = draftAnswer(def, this.ui(def.id));
+      if (drafted) answers[def.id.slice(card.callId.length + 1)] = drafted;
+    }
+    for (const def of open) if (def.kind === 'secret') this.ui(def.id).secret = '';
+    if (!Object.keys(answers).length) {
+      this.setUi(key, { error: 'Answer at least one question first.' });
+      return;
+    }
+    this.setUi(key, { busy: true, error: null });
+    try {
+      const result = await this.api.answerCard(card.callId, answers);
+      for (const [id, got] of Object.entries(result.components || {})) {
+        if (got.error) {
+          this.setUi(id, { error: got.error.message });
+        } else {
+          Object.assign(this.ui(id), { draft: '', checked: [], picked: [], error: null });
+          this.applyComponent(got);
+        }
+      }
+      if (open.some((def) => def.kind === 'secret' && answers[def.id.slice(card.callId.length + 1)])) {
+        this.toast('Submitted (not echoed).');
+      }
+    } catch (err) {
+      this.ui(key).error = describeError(err);
+    } finally {
+      this.setUi(key, { busy: false });
+    }
   },
 
   async act(id, call) {
@@ -67,6 +107,35 @@ export const actions = {
       this.store.upsert('decisions', settled);
       this.ui(key).draft = '';
       this.toast(opts.secret ? 'Submitted (not echoed).' : `Answered: ${decision.title || 'question'}.`);
+    } catch (err) {
+      this.ui(key).error = describeError(err);
+    } finally {
+      this.setUi(key, { busy: false });
+    }
+  },
+
+  /** Revoke Main's answer from the panel (the card's revoke); the item is an open question again. */
+  async revokeDecision(decision) {
+    await this.decisionAction(decision, async () => {
+      this.applyComponent(await this.api.revoke(decision.component_id));
+      this.store.upsert('decisions', await this.api.decision(decision.id));
+      this.toast('Main\'s answer is revoked: answer it yourself.');
+    });
+  },
+
+  /** Accept Main's answer: the item leaves the panel. */
+  async dismiss(decision) {
+    await this.decisionAction(decision, async () => {
+      this.store.upsert('decisions', await this.api.dismiss(decision.id));
+    });
+  },
+
+  async decisionAction(decision, call) {
+    const key = `d${decision.id}`;
+    if (this.ui(key).busy) return;
+    this.setUi(key, { busy: true, error: null });
+    try {
+      await call();
     } catch (err) {
       this.ui(key).error = describeError(err);
     } finally {

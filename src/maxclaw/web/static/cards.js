@@ -121,6 +121,10 @@ export function renderComponent(def, card, message, thread, state, ctx) {
       h('span', { class: 'answer-label', text: state.status === 'main-answered' ? 'Main chose: ' : 'Answer: ' }),
       h('span', { class: 'answer-value', text: summary })));
   }
+  if (state.seen_at) {
+    // the third time point (seed 004): the model was handed the answer
+    el.append(h('p', { class: 'seen-line', text: `Seen by the agent at ${formatTime(state.seen_at)}.` }));
+  }
   el.append(renderControls(def, state, answerable, ui, ctx));
   el.append(renderFooter(def, card, thread, state, ui, ctx));
   if (ui.error) el.append(h('p', { class: 'error', role: 'alert', text: ui.error }));
@@ -128,6 +132,8 @@ export function renderComponent(def, card, message, thread, state, ctx) {
 }
 
 function renderControls(def, state, enabled, ui, ctx) {
+  // a settled question of a card with several is drawn like any other (its answer pressed)
+  if (enabled && ctx.multi && ctx.multi(def)) return draftControls(def, state, enabled, ui, ctx);
   switch (def.kind) {
     case 'choice':
       return def.multiple ? multipleChoice(def, state, enabled, ui, ctx) : singleChoice(def, state, enabled, ui, ctx);
@@ -140,6 +146,96 @@ function renderControls(def, state, enabled, ui, ctx) {
     default:
       return h('p', { class: 'muted', text: `This client cannot show a ${def.kind} question.` });
   }
+}
+
+/**
+ * A question of a card with several: nothing is sent on a tap; the choices and words stay
+ * drafts (in memory) until the card's one Send answers every drafted question at once.
+ */
+function draftControls(def, state, enabled, ui, ctx) {
+  const wrap = h('div', { class: 'draft-controls' });
+  if (def.kind === 'object') wrap.append(renderObject(def.object));
+  if (def.kind === 'choice' && def.multiple) {
+    const fieldset = multipleChoice(def, state, enabled, ui, ctx).querySelector('fieldset');
+    fieldset.querySelector('button[type=submit]').remove(); // the card's Send submits
+    wrap.append(fieldset);
+    return wrap;
+  }
+  if (def.kind === 'choice' || def.kind === 'object') {
+    const picked = new Set(ui.picked || []);
+    const group = h('div', { class: 'controls', role: 'group', 'aria-label': `Options: ${def.question}` });
+    for (const option of def.kind === 'choice' ? def.options : def.actions) {
+      group.append(optionButton(def, option, picked.has(option.id), enabled,
+        () => ctx.setUi(def.id, { picked: picked.has(option.id) ? [] : [option.id] })));
+    }
+    wrap.append(group);
+    if (def.kind === 'choice' && def.allow_other) {
+      wrap.append(draftInput(def, ui, ctx, 'input', 'Your own answer (Other…)', 'Other…'));
+    }
+    return wrap;
+  }
+  if (def.kind === 'text') {
+    wrap.append(draftInput(def, ui, ctx, 'textarea', `Your answer to: ${def.question}`, def.placeholder || 'Reply…'));
+    return wrap;
+  }
+  if (def.kind === 'secret') {
+    // kept only in this page's memory until Send, then emptied whatever the server says
+    const input = h('input', {
+      type: 'password', class: 'reply secret', autocomplete: 'new-password', spellcheck: 'false',
+      'aria-label': `Secret answer to: ${def.question} (not echoed)`,
+      placeholder: def.placeholder || 'Input (not echoed)…',
+      oninput: (e) => { ctx.ui(def.id).secret = e.target.value; },
+      onkeydown: sendOnCtrlEnter(def, ctx),
+    });
+    input.value = ui.secret || '';
+    wrap.append(input);
+    return wrap;
+  }
+  return h('p', { class: 'muted', text: `This client cannot show a ${def.kind} question.` });
+}
+
+/** Ctrl+Enter (or ⌘+Enter) in a drafted field sends the whole card, as its Send does. */
+function sendOnCtrlEnter(def, ctx) {
+  return (e) => {
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      ctx.sendCardOf(def);
+    }
+  };
+}
+
+function draftInput(def, ui, ctx, field, label, placeholder) {
+  const input = h(field, {
+    class: 'reply', 'aria-label': label, placeholder, rows: field === 'textarea' ? '3' : null,
+    oninput: (e) => { ctx.ui(def.id).draft = e.target.value; },
+    onkeydown: sendOnCtrlEnter(def, ctx),
+  });
+  input.value = ui.draft || '';
+  return input;
+}
+
+/** What a drafted question would send, or null when nothing was drafted for it. */
+export function draftAnswer(def, ui) {
+  const text = def.kind === 'secret' ? (ui.secret || '') : (ui.draft || '');
+  const note = text.trim() ? text : null;
+  if (def.kind === 'text' || def.kind === 'secret') return note ? { selected: [], text: note } : null;
+  const selected = def.kind === 'choice' && def.multiple ? (ui.checked || []) : (ui.picked || []);
+  return selected.length || note ? { selected: [...selected], text: note } : null;
+}
+
+/** The foot of a card with several questions: its one Send (and the card's error, if any). */
+export function renderCardFoot(card, states, ui, ctx) {
+  const open = card.defs.filter((def) => states[def.id] && states[def.id].answerable_here);
+  const foot = h('div', { class: 'card-foot' });
+  if (!open.length) return foot;
+  foot.append(h('button', {
+    type: 'button', class: 'primary card-send', disabled: !!ui.busy,
+    'aria-label': `Send the answers to: ${card.title}`,
+    onclick: () => ctx.answerCard(card, open),
+  }, ui.busy ? 'Sending…' : 'Send'));
+  foot.append(h('span', { class: 'muted', text: ' Answers every question you filled in, as one message.' }));
+  if (ui.error) foot.append(h('p', { class: 'error', role: 'alert', text: ui.error }));
+  return foot;
 }
 
 function chosen(state) {

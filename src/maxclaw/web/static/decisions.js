@@ -30,6 +30,9 @@ export function nextSnoozeEnd(decisions, now = Date.now()) {
 export function renderDecision(decision, ctx, { compact = false } = {}) {
   const key = `d${decision.id}`;
   const ui = ctx.ui(key);
+  if (decision.status === 'settled' && decision.answered_by_main && !compact) {
+    return renderMainAnswered(decision, ctx, ui);
+  }
   const enabled = decision.status === 'open' && !ui.busy;
   const headingId = `${ctx.prefix}-decision-${decision.id}`;
   const el = h('article', {
@@ -62,6 +65,39 @@ export function renderDecision(decision, ctx, { compact = false } = {}) {
   if (decision.allow_text && !compact) el.append(textForm(decision, enabled, ui, ctx));
   if (!compact) {
     el.append(h('p', { class: 'meta', text: `Asked ${formatTime(decision.created_at)}` }));
+  }
+  if (ui.error) el.append(h('p', { class: 'error', role: 'alert', text: ui.error }));
+  return el;
+}
+
+/** An answer Main gave for Max: it stays until he revokes it or dismisses it. */
+function renderMainAnswered(decision, ctx, ui) {
+  const headingId = `${ctx.prefix}-decision-${decision.id}`;
+  const where = decision.thread_id ? ctx.threadTitle(decision.thread_id) : '';
+  const el = h('article', {
+    class: 'decision main-answered', tabindex: '-1', 'aria-labelledby': headingId,
+    'data-decision-id': decision.id, 'data-component-id': decision.component_id,
+  });
+  el.append(h('header', { class: 'decision-head' },
+    h('h3', { id: headingId, text: decision.title || 'Question' }),
+    decision.thread_id ? h('button', {
+      type: 'button', class: 'link-button thread-link', onclick: () => ctx.openThread(decision.thread_id),
+      'aria-label': `Open the thread ${where}`,
+    }, where) : null));
+  el.append(h('p', { class: 'question', text: decision.body }));
+  el.append(h('p', { class: 'answered-by-main' },
+    h('strong', { text: 'Answered by Main: ' }), decision.answer_text || ''));
+  el.append(h('div', { class: 'controls', role: 'group', 'aria-label': `Main's answer: ${decision.body}` },
+    h('button', {
+      type: 'button', class: 'option', disabled: !!ui.busy, onclick: () => ctx.revoke(decision),
+      'aria-label': `Revoke Main's answer: ${decision.body}`,
+    }, 'Revoke'),
+    h('button', {
+      type: 'button', class: 'link-button', disabled: !!ui.busy, onclick: () => ctx.dismiss(decision),
+      'aria-label': `Dismiss: keep Main's answer to ${decision.body}`,
+    }, 'Dismiss')));
+  if (decision.settled_at) {
+    el.append(h('p', { class: 'meta', text: `Answered ${formatTime(decision.settled_at)}` }));
   }
   if (ui.error) el.append(h('p', { class: 'error', role: 'alert', text: ui.error }));
   return el;

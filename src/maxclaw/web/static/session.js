@@ -27,6 +27,7 @@ export class Session {
     this.uiState = new Map();
     this.overrides = new Map();
     this.componentViews = new Map();
+    this.cardFootViews = new Map(); // the one Send of each card with several questions
     this.definitions = new Map();
     this.renderQueued = false;
     this.snoozeTimer = null;
@@ -101,7 +102,8 @@ export class Session {
   }
 
   async loadDecisions() {
-    const { decisions } = await this.api.decisions('open');
+    // the panel also keeps Main's answers until Max dismisses them
+    const { decisions } = await this.api.decisions('panel');
     for (const decision of decisions) this.store.upsert('decisions', decision);
   }
 

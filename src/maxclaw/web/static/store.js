@@ -58,6 +58,13 @@ export class Store {
     return thread.sorted;
   }
 
+  /** The panel: open decisions, and answers Main gave that Max has not dismissed yet. */
+  panelDecisions() {
+    return [...this.decisions.values()]
+      .filter((d) => d.status === 'open' || (d.answered_by_main && !d.dismissed_at))
+      .sort((a, b) => b.id - a.id);
+  }
+
   openDecisions() {
     return [...this.decisions.values()]
       .filter((d) => d.status === 'open')

@@ -3,7 +3,8 @@
 //    (recommended first), tagged with the card's collapse id so a withdraw closes it.
 // 2. Clicks: a button answers through POST /v1/push/actions with the payload's action token
 //    (single use, this decision and this device only). This worker never holds the user's
-//    bearer token. A click on the body, or on a secret question, opens the WebUI.
+//    bearer token. A click on the body, or on a secret question, opens the WebUI. "Main
+//    answered … for you" has Why? (opens the card's thread) and Revoke (its own revoke token).
 // 3. Offline: the app shell is kept in a cache, so with the server unreachable the page
 //    still loads and says "Offline — reconnecting" instead of a browser error page.
 // The server prepends `const SHELL = [...]` and `const SHELL_VERSION = '…'` (the app's files
@@ -83,6 +84,7 @@ async function onPush(data) {
   if (!payload || version !== PAYLOAD_VERSION) return showUnknown();
   if (payload.kind === 'withdraw') return withdraw(payload.collapse_id);
   if (payload.kind === 'agent-question') return showQuestion(payload);
+  if (payload.kind === 'main-answered') return showMainAnswered(payload);
   if (payload.kind === 'test') return showTest(payload);
   return showUnknown();
 }
@@ -133,6 +135,22 @@ function showQuestion(payload) {
   });
 }
 
+/** "Main answered … for you": Why? opens the card's thread, Revoke undoes it (its own token). */
+function showMainAnswered(payload) {
+  const token = payload.secret ? null : payload.action_token || null;
+  const actions = [{ action: 'why', title: 'Why?' }];
+  if (token) actions.push({ action: 'revoke', title: 'Revoke' });
+  const data = {
+    kind: 'main-answered', decision_id: payload.decision_id,
+    component_id: payload.component_id, thread_id: payload.thread_id, action_token: token,
+    collapse_id: payload.collapse_id,
+  };
+  return self.registration.showNotification(String(payload.title || 'MaxClaw'), {
+    body: String(payload.body || ''), tag: String(payload.collapse_id || ''), renotify: true,
+    icon: ICON, badge: BADGE, actions, data, timestamp: Date.now(),
+  });
+}
+
 async function withdraw(collapseId) {
   if (!collapseId) return;
   const shown = await self.registration.getNotifications({ tag: String(collapseId) });
@@ -148,6 +166,10 @@ self.addEventListener('notificationclick', (event) => {
 
 async function onClick(notification, action, reply) {
   const data = notification.data || {};
+  if (data.kind === 'main-answered') {
+    if (action !== 'revoke' || !data.action_token) return openApp(data); // Why?, or the body
+    return send(data, { action_token: data.action_token, action: 'revoke', text: null });
+  }
   if (data.kind !== 'agent-question' || !action || data.secret || !data.action_token) {
     return openApp(data);
   }
@@ -156,12 +178,17 @@ async function onClick(notification, action, reply) {
     text = typeof reply === 'string' ? reply.trim() : '';
     if (!text) return openApp(data); // no reply box on this platform: answer in the app
   }
+  return send(data, { action_token: data.action_token, action, text });
+}
+
+/** POST a notification's action with its token; on a refusal, say so in its place. */
+async function send(data, action) {
   let response;
   try {
     response = await fetch('/v1/push/actions', {
       method: 'POST', credentials: 'omit', cache: 'no-store',
       headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
-      body: JSON.stringify({ action_token: data.action_token, action, text }),
+      body: JSON.stringify(action),
     });
   } catch {
     return followUp(data, 'Not sent',

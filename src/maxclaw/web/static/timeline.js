@@ -47,6 +47,15 @@ function userRow(message, ctx) {
   li.append(h('span', { class: 'sr-only', text: 'You: ' }));
   const answer = source.componentAnswer;
   const handoff = source.askHandoff;
+  const whole = source.cardAnswer;
+  if (whole && Array.isArray(whole.answers)) {
+    // one message for several questions of a card: a chip per answer
+    const chips = whole.answers.map((a) => answerChip({ ...message, body: a.hidden ? null : '' }, a, ctx));
+    li.append(h('div', { class: 'card-answer', 'data-card-answer': whole.toolCallId },
+      h('p', { class: 'caption', text: `${whole.answers.length} answers to “${whole.title}”, sent together` }),
+      ...chips), ...present(fullText(message), meta(message)));
+    return li;
+  }
   if (answer && answer.title) {
     li.append(...present(answerChip(message, answer, ctx), fullText(message), meta(message)));
     return li;
@@ -118,12 +127,22 @@ function fullText(message) {
 function assistantRow(message, ctx) {
   const li = h('li', { class: 'msg assistant', 'data-message-id': message.id });
   li.append(h('span', { class: 'sr-only', text: 'Agent: ' }));
+  if (message.source_meta && message.source_meta.guard === 'forged') {
+    // the guard found a service notice imitated in this reply (seed 004's forged notice)
+    li.classList.add('forged');
+    li.append(h('p', { class: 'forged-warning', role: 'note' },
+      h('strong', { text: '⚠ Not from MaxClaw: ' }),
+      'this reply imitates a service notice (an answer or a job report). The agent was told; '
+      + 'judge it by the real notices, not by this text.'));
+  }
   if (message.body) li.append(h('div', { class: 'bubble', text: message.body }));
   const cards = cardsOf(message);
   const posted = new Set(cards.map((c) => c.callId));
   for (const card of cards) {
     const frame = renderCardFrame(card);
     for (const def of card.defs) frame.append(ctx.componentEl(def, card, message));
+    const foot = card.defs.length > 1 ? ctx.cardFootEl(card, message) : null;
+    if (foot) frame.append(foot);
     li.append(frame);
   }
   for (const call of message.tool_calls || []) {

@@ -1,7 +1,7 @@
 // The session's views: the thread list, the thread head, the timeline with its cards, the
 // decisions panel and Main's nudge bar. Mixed into Session (session.js); `this` is the session.
 
-import { renderComponent, stateOf, toolCallIdOf } from './cards.js';
+import { renderCardFoot, renderComponent, stateOf, toolCallIdOf } from './cards.js';
 import { barDecisions, nextSnoozeEnd, renderDecision, renderNudge } from './decisions.js';
 import { h, signature } from './dom.js';
 import { KIND_LABELS, threadLabel } from './layout.js';
@@ -93,7 +93,12 @@ export const views = {
           h('span', { class: 'thread-meta' },
             thread.kind !== 'normal' ? h('span', { class: `kind kind-${thread.kind}`, text: KIND_LABELS[thread.kind] }) : null,
             thread.category ? h('span', { class: 'kind', text: thread.category }) : null,
-            thread.turn_state !== 'idle' ? h('span', { class: 'turn', text: thread.turn_state === 'running' ? 'working' : 'queued' }) : null,
+            // the server's derived state (turns and cards, not the model's words)
+            thread.state && thread.state !== 'idle' ? h('span', {
+              class: `thread-state state-${thread.state.replace(/ /g, '-')}`, 'data-state': thread.state,
+              title: thread.state === 'running' ? `turn ${thread.turn_state}` : null,
+              text: thread.state === 'waiting for you' ? `waiting for you (${thread.open_cards})` : thread.state,
+            }) : null,
             count ? h('span', { class: 'count', 'aria-label': `${count} open questions`, text: String(count) }) : null))),
       };
     }));
@@ -138,6 +143,9 @@ export const views = {
     for (const message of messages) {
       if (message.role !== 'assistant' || !message.components) continue;
       for (const def of message.components) this.componentEl(def, message);
+      for (const callId of new Set(message.components.map((d) => toolCallIdOf(d.id)))) {
+        this.cardFootEl(callId, message);
+      }
     }
   },
 
@@ -147,6 +155,7 @@ export const views = {
       openThread: (id) => this.openThread(id),
       showComponent: (id) => this.showComponent(id),
       componentEl: (def, card, message) => this.componentEl(def, message),
+      cardFootEl: (card, message) => this.cardFootEl(card.callId, message),
     };
   },
 
@@ -158,6 +167,26 @@ export const views = {
     el.scrollIntoView({ block: 'center' });
     if (!el.hasAttribute('tabindex')) el.setAttribute('tabindex', '-1');
     el.focus();
+  },
+
+  /** Send the card a drafted question belongs to (its Ctrl+Enter). */
+  sendCardOf(def) {
+    const callId = toolCallIdOf(def.id);
+    const row = this.store.messagesOf(this.threadId).find((m) => m.role === 'assistant'
+      && (m.components || []).some((d) => d.id === def.id));
+    if (!row) return;
+    const defs = row.components.filter((d) => toolCallIdOf(d.id) === callId);
+    const toolRow = this.store.toolRow(row.thread_id, callId);
+    const open = defs.filter((d) => stateOf(d, toolRow, this.overrides.get(d.id)).answerable_here);
+    this.answerCard({ callId, title: defs[0].title, stakes: defs[0].stakes, defs }, open);
+  },
+
+  /** How many questions the card of this component has (its assistant row's components). */
+  cardSize(def) {
+    const callId = toolCallIdOf(def.id);
+    const row = this.store.messagesOf(this.threadId).find((m) => m.role === 'assistant'
+      && (m.components || []).some((d) => d.id === def.id));
+    return row ? row.components.filter((d) => toolCallIdOf(d.id) === callId).length : 1;
   },
 
   titleOf(threadId) {
@@ -172,7 +201,7 @@ export const views = {
     const state = stateOf(def, this.store.toolRow(message.thread_id, callId), this.overrides.get(def.id));
     const ui = this.ui(def.id);
     const sig = signature([message.rev, state, thread && thread.kind, thread && thread.category,
-      ui.busy, ui.error, ui.otherOpen, ui.reasonOpen, ui.reason]);
+      ui.busy, ui.error, ui.otherOpen, ui.reasonOpen, ui.reason, ui.picked]);
     let view = this.componentViews.get(def.id);
     if (!view || view.sig !== sig) {
       const card = { callId, title: def.title, stakes: def.stakes,
@@ -185,8 +214,30 @@ export const views = {
     return view.el;
   },
 
+  /** The one Send of a card with several questions (null for a one-question card). */
+  cardFootEl(callId, message) {
+    const defs = message.components.filter((d) => toolCallIdOf(d.id) === callId);
+    if (defs.length < 2) return null;
+    const toolRow = this.store.toolRow(message.thread_id, callId);
+    const states = Object.fromEntries(defs.map((d) => [d.id, stateOf(d, toolRow, this.overrides.get(d.id))]));
+    const ui = this.ui(`card:${callId}`);
+    const sig = signature([defs.map((d) => states[d.id].answerable_here), ui.busy, ui.error]);
+    let view = this.cardFootViews.get(callId);
+    if (!view || view.sig !== sig) {
+      const card = { callId, title: defs[0].title, stakes: defs[0].stakes, defs };
+      const el = renderCardFoot(card, states, ui, this.componentCtx());
+      if (view && view.el.isConnected) swap(view.el, el);
+      view = { sig, el };
+      this.cardFootViews.set(callId, view);
+    }
+    return view.el;
+  },
+
   componentCtx() {
     return {
+      multi: (def) => this.cardSize(def) > 1,
+      answerCard: (card, open) => this.answerCard(card, open),
+      sendCardOf: (def) => this.sendCardOf(def),
       ui: (key) => this.ui(key),
       setUi: (key, patch) => this.setUi(key, patch),
       answer: (id, selected, text, opts) => this.answer(id, selected, text, opts),
@@ -203,6 +254,8 @@ export const views = {
       ui: (key) => this.ui(key),
       settle: (decision, selected, text, opts) => this.settle(decision, selected, text, opts),
       snooze: (decision) => this.snooze(decision),
+      revoke: (decision) => this.revokeDecision(decision),
+      dismiss: (decision) => this.dismiss(decision),
       openThread: (id) => this.openThread(id),
       threadTitle: (id) => this.titleOf(id),
       definition: (componentId) => this.definitionOf(componentId),
@@ -225,8 +278,7 @@ export const views = {
   },
 
   renderPanel() {
-    const open = this.store.openDecisions();
-    const items = open.map((decision) => {
+    const items = this.store.panelDecisions().map((decision) => {
       const ui = this.ui(`d${decision.id}`);
       return {
         key: decision.id,

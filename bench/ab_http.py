@@ -1,0 +1,123 @@
+"""Before/after of a server-side change: the HTTP round trip against two code trees, same run.
+
+``python -m bench.ab_http --before <checkout> [--after <checkout>] [--clients 1,4,16]
+[--rounds 3] [--seconds 3] [--mode x|c] [--after-socket /var/run/postgresql]
+[--cards N] [--before-sql FILE --after-sql FILE]``
+
+Each tree gets its own ``maxclaw serve`` (``PYTHONPATH=<tree>/src``) on one fresh database;
+at each client count the two take turns ``--rounds`` times (fresh threads each turn, 0.5 s
+warm-up), so the neighbours' load hits both alike; the slices are merged per tree. Printed per
+point: round trips/s, p50, and CPU per round trip by process (server, PostgreSQL backends,
+load generator) — on a shared machine the CPU a round trip consumes is the steadier figure.
+``--after`` defaults to this checkout, ``--before`` too when the change is in the database:
+``--before-sql`` / ``--after-sql`` are run on the database before each slice of their side
+(e.g. a trigger function's old and new body, ``bench/ab/``), and ``--cards`` loads that many
+cards first (``bench.dataset``), since a lookup's cost shows with the rows it has to pass.
+The database is dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from bench import dataset, roundtrip, server
+from bench.loop import Samples
+from bench.pg import execute_sql, fresh_database
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _start(url: str, tree: Path, logs: Path, name: str, socket_dir: str | None = None,
+           ) -> server.Server:
+    env = {"PYTHONPATH": f"{tree / 'src'}{os.pathsep}{ROOT}"}
+    if socket_dir:  # the same database over PostgreSQL's Unix socket instead of TCP
+        parts = urlsplit(url)
+        url = urlunsplit((parts.scheme, f"{parts.username}@", parts.path,
+                          f"host={socket_dir}", ""))
+    return server.start(url, logs / f"serve-{name}.log", env=env)
+
+
+def run(url: str, trees: dict[str, Path], clients: list[int], rounds: int, seconds: float,
+        mode: str, sockets: dict[str, str | None] | None = None,
+        setup: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    logs = Path(tempfile.mkdtemp(prefix="maxclaw-ab-"))
+
+    async def identities(n: int) -> list[roundtrip.Identity]:
+        async with roundtrip.in_process(url) as services:
+            return await roundtrip.make_identities(services, f"ab{int(time.time())}", n)
+
+    ids = roundtrip.run_async(identities(max(clients)))
+    servers = {name: _start(url, tree, logs, name, (sockets or {}).get(name))
+               for name, tree in trees.items()}
+    out: list[dict[str, Any]] = []
+    try:
+        for n in clients:
+            parts: dict[str, list[Samples]] = {name: [] for name in trees}
+            for r in range(rounds):
+                for name, srv in servers.items():
+                    if setup and setup.get(name):
+                        roundtrip.run_async(execute_sql(url, setup[name]))
+                    stocks = roundtrip.run_async(roundtrip.make_stocks(
+                        url, ids[:n], roundtrip.stock_size(n, seconds + 0.5, 400)))
+                    got, _ = roundtrip.run_async(roundtrip.http_point(
+                        url, srv, ids[:n], stocks, f"ab{n}{name}{r}", 0.5, seconds,
+                        mode == "x"))
+                    parts[name].append(got)
+            for name in trees:
+                res = Samples.merge(parts[name]).result(n)
+                row = {"tree": name, "clients": n, "rate_per_s": res["rate_per_s"],
+                       "p50_ms": res["latency"].get("p50_ms"),
+                       "cpu_ms": res.get("cpu_ms_per_round_trip"),
+                       "errors": res.get("errors"), "loadavg": os.getloadavg()[0]}
+                out.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        for srv in servers.values():
+            srv.stop()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.ab_http")
+    parser.add_argument("--before", type=Path, default=ROOT)
+    parser.add_argument("--after", type=Path, default=ROOT)
+    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--mode", choices=["x", "c"], default="x")
+    parser.add_argument("--after-socket", help="the after server reaches PostgreSQL through "
+                        "this Unix socket directory (e.g. /var/run/postgresql) instead of TCP")
+    parser.add_argument("--before-sql", type=Path, help="SQL run before each 'before' slice")
+    parser.add_argument("--after-sql", type=Path, help="SQL run before each 'after' slice")
+    parser.add_argument("--cards", type=int, default=0, help="cards loaded first")
+    parser.add_argument("--database-url")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    if args.before == args.after and not (args.before_sql or args.after_sql):
+        parser.error("--before names the same tree as --after: give another checkout, or "
+                     "--before-sql/--after-sql for a change in the database")
+    for path in (args.before_sql, args.after_sql):
+        if path is not None and not path.is_file():
+            parser.error(f"no SQL file {path}")
+    setup = {name: path.read_text() for name, path in
+             (("before", args.before_sql), ("after", args.after_sql)) if path is not None}
+    with fresh_database(args.database_url) as url:
+        if args.cards:
+            seconds = roundtrip.run_async(dataset.load(url, "ab", args.cards, due=False))
+            print(f"loaded {args.cards:,} cards in {seconds:.1f} s", flush=True)
+        rows = run(url, {"before": args.before, "after": args.after},
+                   [int(c) for c in args.clients.split(",")], args.rounds, args.seconds,
+                   args.mode, {"after": args.after_socket}, setup)
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
