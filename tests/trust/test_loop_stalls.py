@@ -23,6 +23,7 @@ from maxclaw.db.database import connect
 from tests.cards import ask_args, execute, new_thread, post_call
 from tests.e2e.test_realtime_server import Cluster
 from tests.realtime_support import Client
+from tests.trust.test_model_window import BULK_GROUPS  # u, a (one call), w, t per group
 
 BIG_ROWS = 12
 STALL_BOUND_MS = 100.0
@@ -121,18 +122,6 @@ def p99_of(seconds: list[float]) -> float:
 
 HUGE_GROUPS = 2_500  # four rows each: 10,000 rows in one thread
 MIB_ROWS = 24  # and this many 1 MiB rows
-HUGE_THREAD = """
-INSERT INTO messages (user_id, thread_id, role, body, tool_calls, tool_call_id, content)
-SELECT $1::uuid, $2::uuid, r.role, r.body, r.tool_calls, r.tool_call_id, r.content
-  FROM generate_series(1, $3) g, LATERAL (VALUES
-       (1, 'user', 'u' || g, NULL::jsonb, NULL, NULL::jsonb),
-       (2, 'assistant', 'a' || g, jsonb_build_array(jsonb_build_object(
-            'id', 'c' || g, 'name', 'shell', 'arguments', '{}'::jsonb)), NULL, NULL),
-       (3, 'user', 'w' || g, NULL, NULL, NULL),
-       (4, 'tool', NULL, NULL, 'c' || g, to_jsonb('t' || g))) r(ord, role, body, tool_calls,
-                                                                tool_call_id, content)
- ORDER BY g, r.ord
-"""
 MIB_THREAD_ROWS = """
 INSERT INTO messages (user_id, thread_id, role, body)
 SELECT $1::uuid, $2::uuid, 'assistant', 'mib ' || g || ' ' || repeat('x', 1024 * 1024)
@@ -156,7 +145,7 @@ async def test_claim_history_and_catch_up_of_a_huge_thread_do_not_stall_others(
         tid = await new_thread(eve.http)
         conn = await connect(database_url)
         try:
-            await conn.execute(HUGE_THREAD, eve.user_id, tid, HUGE_GROUPS)
+            await conn.execute(BULK_GROUPS, eve.user_id, tid, HUGE_GROUPS)
             await conn.execute(MIB_THREAD_ROWS, eve.user_id, tid, MIB_ROWS)
         finally:
             await conn.close()

@@ -26,6 +26,7 @@ from maxclaw.client.http import AgentClient, ApiError, UserClient
 from maxclaw.client.runtime.loop import AgentRuntime
 from maxclaw.client.runtime.scripted import ScriptedModel
 from maxclaw.client.runtime.workspace_tools import LocalTools
+from maxclaw.wire.models import Component
 
 Say = Callable[[str], None]
 TIMEOUT_S = 120.0
@@ -112,12 +113,12 @@ async def _settled(user: UserClient, card: Card) -> bool:
     return (await user.thread(card.thread_id)).turn_state == "idle"
 
 
-def _report(card: Card, component: Any, say: Say, withdrawn: list[str]) -> None:
+def _report(card: Card, component: Component, say: Say, withdrawn: list[str]) -> None:
     assert card.runtime is not None
     assert card.workspace is not None
-    posted: datetime = component.posted_at
-    arrived: datetime = component.answered_at
-    seen: datetime = component.seen_at
+    # the demo reports only a card answered and seen (``_settled``): all three are set
+    assert component.posted_at and component.answered_at and component.seen_at, component
+    posted, arrived, seen = component.posted_at, component.answered_at, component.seen_at
     requests = [e for e in card.runtime.events if e.kind == "model_request"]
     start = next(e.at for e in card.runtime.events if e.kind == "claim")
     while_open = sum(1 for e in requests if posted < e.at < arrived)

@@ -7,7 +7,7 @@ exactly that and creates nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from datetime import datetime
 from typing import Any, cast
 
 import asyncpg
@@ -18,7 +18,7 @@ from maxclaw.cards.rules import WITHDRAW_TOOL, tools_offered
 from maxclaw.cards.text import ASK_NOTE
 from maxclaw.components import tool_store
 from maxclaw.components.rows import PostedCall, StoredResult
-from maxclaw.components.service import ComponentService
+from maxclaw.components.service import ComponentService, ContentFor
 from maxclaw.components.store import CardRows
 from maxclaw.db.constraints import violated
 from maxclaw.db.database import Database
@@ -317,9 +317,9 @@ class ToolService:
         return exc.http_status, content, exc.body()
 
 
-def _posted_content(card: Card) -> Callable[[Any], dict[str, Any]]:
+def _posted_content(card: Card) -> ContentFor:
     """The tool row's content for a posted card, given the components' due time."""
-    def content_for(due_at: Any) -> dict[str, Any]:
+    def content_for(due_at: datetime | None) -> dict[str, Any]:
         return {"posted": True, "note": ASK_NOTE, "components": [
             {"id": c.id, "kind": c.kind, "answer_due_at": rfc3339_or_none(due_at)}
             for c in card.components]}

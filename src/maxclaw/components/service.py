@@ -13,6 +13,7 @@ Each public method is one transaction around one row of the transitions table
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -80,6 +81,9 @@ from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.rows import InputRow, MessageRow, ThreadRow
 
 WATCHED_DUE = timedelta(hours=1)
+# Builds a posted card's tool-row content from its components' due time (None: never to Main
+# by time); the caller owns the wording (server_tools), the service the due time.
+ContentFor = Callable[[datetime | None], dict[str, Any]]
 # Max answers from these states (the transitions table's ``answer`` rows): the card itself is
 # locked while Main holds it, the panel and push are not.
 ANSWERABLE = {s.value: statuses(answerable(s)) for s in (Surface.CARD, Surface.DECISION,
@@ -217,7 +221,7 @@ class ComponentService:
 
     async def post_card(self, conn: asyncpg.Connection, *, user_id: str, thread: ThreadRow,
                         card: Card, assistant_message_id: int, turn_id: int | None,
-                        content_for: Any, watching: bool | None = None) -> MessageRow:
+                        content_for: ContentFor, watching: bool | None = None) -> MessageRow:
         """Create a card's rows inside the caller's transaction; returns the tool row.
 
         ``content_for(due_ats)`` builds the tool row's content from the components' due times.
@@ -244,7 +248,7 @@ class ComponentService:
         return tool_row
 
     def card_rows(self, user_id: str, thread: ThreadRow, card: Card, watching: bool,
-                  content_for: Any) -> store.CardRows:
+                  content_for: ContentFor) -> store.CardRows:
         """What posting ``card`` writes, computed before anything is written: the tool row's
         content and display, the component rows (without their message ids and carrier) and,
         unless Max watches the thread, each question's carrier and its push payload."""
