@@ -25,5 +25,9 @@ ENV MAXCLAW_HOST=0.0.0.0 \
     MAXCLAW_LOG_JSON=true
 EXPOSE 8765
 
+# ready: the process answers and its database round trip succeeds
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD python -c "import os, sys, urllib.request; url = 'http://127.0.0.1:' + os.environ.get('MAXCLAW_PORT', '8765') + '/readyz'; sys.exit(urllib.request.urlopen(url, timeout=3).status != 200)"
+
 ENTRYPOINT ["maxclaw"]
 CMD ["serve"]

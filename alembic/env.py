@@ -8,7 +8,7 @@ import os
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from maxclaw.db.schema import metadata
+from maxclaw.db.schema import include_object, metadata
 from maxclaw.db.urls import sqlalchemy_url
 
 config = context.config
@@ -29,8 +29,9 @@ if context.is_offline_mode():
 else:
     engine = create_engine(_url(), poolclass=pool.NullPool)
     with engine.connect() as connection:
+        # include_object: the search indexes' shape depends on the server's extensions
         context.configure(connection=connection, target_metadata=target_metadata,
-                          compare_type=True)
+                          compare_type=True, include_object=include_object)
         with context.begin_transaction():
             context.run_migrations()
     engine.dispose()

@@ -2,7 +2,8 @@
 
 ``python -m bench.ab_http --before <checkout> [--after <checkout>] [--clients 1,4,16]
 [--rounds 3] [--seconds 3] [--mode x|c] [--after-socket /var/run/postgresql]
-[--cards N] [--before-sql FILE --after-sql FILE]``
+[--cards N] [--before-sql FILE --after-sql FILE] [--before-env K=V] [--after-env K=V]
+[--third <checkout> [--third-env K=V]]``
 
 Each tree gets its own ``maxclaw serve`` (``PYTHONPATH=<tree>/src``) on one fresh database;
 at each client count the two take turns ``--rounds`` times (fresh threads each turn, 0.5 s
@@ -13,6 +14,8 @@ load generator) — on a shared machine the CPU a round trip consumes is the ste
 ``--before-sql`` / ``--after-sql`` are run on the database before each slice of their side
 (e.g. a trigger function's old and new body, ``bench/ab/``), and ``--cards`` loads that many
 cards first (``bench.dataset``), since a lookup's cost shows with the rows it has to pass.
+``--before-env`` / ``--after-env`` set a server's environment (a setting on one side only,
+e.g. ``MAXCLAW_LEAN_ROUTES=false``); ``--third`` adds a third server taking the same turns.
 The database is dropped at the end.
 """
 
@@ -35,8 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _start(url: str, tree: Path, logs: Path, name: str, socket_dir: str | None = None,
-           ) -> server.Server:
-    env = {"PYTHONPATH": f"{tree / 'src'}{os.pathsep}{ROOT}"}
+           extra_env: dict[str, str] | None = None) -> server.Server:
+    env = {"PYTHONPATH": f"{tree / 'src'}{os.pathsep}{ROOT}", **(extra_env or {})}
     if socket_dir:  # the same database over PostgreSQL's Unix socket instead of TCP
         parts = urlsplit(url)
         url = urlunsplit((parts.scheme, f"{parts.username}@", parts.path,
@@ -46,7 +49,8 @@ def _start(url: str, tree: Path, logs: Path, name: str, socket_dir: str | None =
 
 def run(url: str, trees: dict[str, Path], clients: list[int], rounds: int, seconds: float,
         mode: str, sockets: dict[str, str | None] | None = None,
-        setup: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        setup: dict[str, str] | None = None,
+        envs: dict[str, dict[str, str]] | None = None) -> list[dict[str, Any]]:
     logs = Path(tempfile.mkdtemp(prefix="maxclaw-ab-"))
 
     async def identities(n: int) -> list[roundtrip.Identity]:
@@ -54,7 +58,8 @@ def run(url: str, trees: dict[str, Path], clients: list[int], rounds: int, secon
             return await roundtrip.make_identities(services, f"ab{int(time.time())}", n)
 
     ids = roundtrip.run_async(identities(max(clients)))
-    servers = {name: _start(url, tree, logs, name, (sockets or {}).get(name))
+    servers = {name: _start(url, tree, logs, name, (sockets or {}).get(name),
+                            (envs or {}).get(name))
                for name, tree in trees.items()}
     out: list[dict[str, Any]] = []
     try:
@@ -97,12 +102,21 @@ def main() -> None:
     parser.add_argument("--before-sql", type=Path, help="SQL run before each 'before' slice")
     parser.add_argument("--after-sql", type=Path, help="SQL run before each 'after' slice")
     parser.add_argument("--cards", type=int, default=0, help="cards loaded first")
+    parser.add_argument("--before-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting of the before server (e.g. MAXCLAW_LEAN_ROUTES=false)")
+    parser.add_argument("--after-env", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--third", type=Path, help="a third tree, taking turns with the two")
+    parser.add_argument("--third-env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--database-url")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    if args.before == args.after and not (args.before_sql or args.after_sql):
-        parser.error("--before names the same tree as --after: give another checkout, or "
-                     "--before-sql/--after-sql for a change in the database")
+    envs = {name: dict(item.split("=", 1) for item in items) for name, items in
+            (("before", args.before_env), ("after", args.after_env), ("third", args.third_env))}
+    if (args.before == args.after and envs["before"] == envs["after"]
+            and not (args.before_sql or args.after_sql)):
+        parser.error("--before names the same tree as --after: give another checkout, "
+                     "--before-env/--after-env for a setting, or --before-sql/--after-sql for "
+                     "a change in the database")
     for path in (args.before_sql, args.after_sql):
         if path is not None and not path.is_file():
             parser.error(f"no SQL file {path}")
@@ -112,10 +126,13 @@ def main() -> None:
         if args.cards:
             seconds = roundtrip.run_async(dataset.load(url, "ab", args.cards, due=False))
             print(f"loaded {args.cards:,} cards in {seconds:.1f} s", flush=True)
-        rows = run(url, {"before": args.before, "after": args.after},
-                   [int(c) for c in args.clients.split(",")], args.rounds, args.seconds,
-                   args.mode, {"after": args.after_socket}, setup)
+        trees = {"before": args.before, "after": args.after}
+        if args.third is not None:
+            trees["third"] = args.third
+        rows = run(url, trees, [int(c) for c in args.clients.split(",")], args.rounds,
+                   args.seconds, args.mode, {"after": args.after_socket}, setup, envs)
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
 
 

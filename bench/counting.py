@@ -59,6 +59,27 @@ class StatementLog:
         return out
 
 
+# asyncpg's own statements on a connection's first use of a type (not the service's SQL)
+INTROSPECTION = ("SELECT current_setting('jit')", "WITH RECURSIVE typeinfo_tree",
+                 "SELECT set_config('jit'")
+
+
+def commits(queries: list[str]) -> int:
+    """The transactions ``queries`` committed, as ``pg_stat_database.xact_commit`` counts them:
+    a BEGIN … COMMIT block is one, and so is each statement outside a block (autocommit); the
+    pool's reset and asyncpg's type introspection are left out."""
+    count, inside = 0, False
+    for query in queries:
+        upper = query.upper()
+        if upper.startswith("BEGIN"):
+            inside, count = True, count + 1
+        elif upper.startswith(("COMMIT", "ROLLBACK")):
+            inside = False
+        elif not inside and StatementLog.is_sql(query) and not query.startswith(INTROSPECTION):
+            count += 1
+    return count
+
+
 def _is_bracket(query: str) -> bool:
     return query.upper().startswith(("BEGIN", "COMMIT", "ROLLBACK"))
 

@@ -144,7 +144,13 @@ def _summary(rows: list[dict[str, Any]], n: int, wall: float, pg_cpu: float) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.pgss")
     parser.add_argument("--round-trips", type=int, default=300)
+    parser.add_argument("--sql", type=Path, action="append", default=[],
+                        help="SQL run on the migrated database before measuring (a schema "
+                             "lever tried without a migration); repeatable")
     args = parser.parse_args()
+    for path in args.sql:
+        if not path.is_file():
+            parser.error(f"--sql {path}: no such file")
     server = PrivateServer()
     base = server.start()
     try:
@@ -166,12 +172,15 @@ def main() -> None:
             conn = await asyncpg.connect(url)
             try:
                 await conn.execute("CREATE EXTENSION pg_stat_statements")
+                for path in args.sql:
+                    await conn.execute(path.read_text())
                 version = await conn.fetchval("SHOW server_version")
             finally:
                 await conn.close()
             report["server_version"] = version
 
         report: dict[str, Any] = {"round_trips": args.round_trips,
+                                  "sql": [str(p) for p in args.sql],
                                   "loadavg_at_start": list(os.getloadavg())}
         roundtrip.run_async(extension())
         report["modes"] = roundtrip.run_async(_measure(url, db_name, args.round_trips))

@@ -15,7 +15,7 @@ import asyncpg
 
 from bench import dataset
 from bench.stats import summary_ms
-from maxclaw.components import store as components_store
+from maxclaw.components import sweep_store as components_store
 
 
 async def claim_plan(conn: asyncpg.Connection, limit: int) -> dict[str, Any]:

@@ -144,6 +144,7 @@ def main() -> None:
         points = roundtrip.run_async(_notify_interleaved(
             url, [int(c) for c in args.clients.split(",")], args.rounds, args.seconds))
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(points, indent=1) + "\n")
 
 

@@ -3,7 +3,11 @@
 # downloaded by playwright). Install it with apt-get when it is missing.
 set -euo pipefail
 
-if [ -x /usr/bin/chromium ]; then
+# the screenshots of the zh-CN WebUI (docs/screenshots/) need a CJK font: fonts-wqy-zenhei
+have_cjk_font() {
+    fc-list 2>/dev/null | grep -qi "wqy\|zenhei\|noto sans cjk"
+}
+if [ -x /usr/bin/chromium ] && have_cjk_font; then
     exit 0
 fi
 if ! command -v apt-get >/dev/null; then
@@ -16,4 +20,5 @@ if [ "$(id -u)" != 0 ]; then
     sudo="sudo"
 fi
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get install -y chromium || { $sudo apt-get update && $sudo apt-get install -y chromium; }
+$sudo apt-get install -y chromium fonts-wqy-zenhei \
+    || { $sudo apt-get update && $sudo apt-get install -y chromium fonts-wqy-zenhei; }

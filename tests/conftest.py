@@ -21,6 +21,8 @@ import psycopg
 import pytest
 
 from maxclaw.app import create_app
+from maxclaw.auth.service import AuthService
+from maxclaw.db.database import Database
 from maxclaw.db.urls import plain_url, with_database
 from maxclaw.settings import Settings
 from tests import pg, pooler
@@ -29,6 +31,45 @@ from tests import pg, pooler
 # otherwise (tests/integration/test_secrets_at_rest.py covers the key file and wrong keys).
 TEST_SECRET_KEY = "bWF4Y2xhdy10ZXN0LWtleS0wMDAwMDAwMDAwMDAwMDA"
 os.environ.setdefault("MAXCLAW_SECRET_KEY", TEST_SECRET_KEY)
+
+
+# The modules that take longest in all (processes killed and restarted, leases and timeouts
+# that must lapse, CLI runs, browsers, two replicas), longest first, from a `make test` run's
+# junit report: collected first, so that xdist (`--dist loadscope --no-loadscope-reorder`, one
+# module at a time to a worker, in this order) starts them at once and the run ends on short
+# modules, not with one worker finishing a 80 s module while the others are idle. Only the
+# order changes; every test runs as before.
+LONG_FIRST = (
+    "tests/integration/test_bridge.py",
+    "tests/e2e/test_webui_push.py",
+    "tests/e2e/test_webui.py",
+    "tests/integration/test_mcp.py",
+    "tests/integration/test_cli_tokens.py",
+    "tests/integration/test_cli.py",
+    "tests/e2e/test_serve.py",
+    "tests/trust/test_tenant_stalls.py",
+    "tests/e2e/test_webui_screen.py",
+    "tests/integration/test_migrations.py",
+    "tests/e2e/test_agent_kill.py",
+    "tests/integration/test_realtime_ordering.py",
+    "tests/integration/test_secrets_at_rest.py",
+    "tests/e2e/test_webui_locales.py",
+    "tests/e2e/test_webui_lifecycle.py",
+    "tests/trust/test_serve_limits.py",
+    "tests/e2e/test_realtime_server.py",
+    "tests/integration/test_retract.py",
+    "tests/integration/test_hooks.py",
+    "tests/integration/test_query_plans.py",
+    "tests/integration/test_realtime_protocol.py",
+    "tests/e2e/test_webui_older_pages.py",
+    "tests/integration/test_cards.py",
+    "tests/e2e/test_webui_take_back.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(LONG_FIRST)))
 
 
 @pytest.fixture(scope="session")
@@ -95,7 +136,14 @@ def pgbouncer(pg_server: str) -> Iterator[pooler.PgBouncer | None]:
 def database_url(pg_server: str, pg_template: str,
                  pgbouncer: pooler.PgBouncer | None) -> Iterator[str]:
     """A fresh, migrated database for this test only (through PgBouncer when enabled)."""
-    url = asyncio.run(pg.clone_database(pg_server, pg_template))
+    yield from cloned_database(pg_server, pg_template, pgbouncer)
+
+
+def cloned_database(pg_server: str, template: str,
+                    pgbouncer: pooler.PgBouncer | None) -> Iterator[str]:
+    """The body of a fixture: a fresh clone of ``template`` for this test only (through
+    PgBouncer when enabled), dropped after it."""
+    url = asyncio.run(pg.clone_database(pg_server, template))
     yield pgbouncer.route(url) if pgbouncer is not None else url
     asyncio.run(pg.drop_database(pg_server, url))
 
@@ -145,8 +193,8 @@ class Actor:
     """A user with a user token and an agent token, plus an HTTP client for each.
 
     The agent token is the household's one runtime, Main's included, so it is made for Main
-    (``for_main``): since issue 14 an unbound agent token writes in the Main thread only when
-    it is. ``tests/trust/test_main_fence.py`` mints the plain kind and proves the fence."""
+    (``for_main``): an unbound agent token writes in the Main thread only when it is
+    (issue 14). ``tests/trust/test_main_fence.py`` mints the plain kind and proves the fence."""
 
     name: str
     user_id: str
@@ -189,6 +237,18 @@ async def harness(database_url: str) -> AsyncIterator[Harness]:
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
         yield Harness(app=app, services=app.state.services, client=client)
         await client.aclose()
+
+
+async def user_with_tokens(database_url: str, name: str = "max") -> tuple[str, str]:
+    """A new user and a user token and an agent token for it, as the CLI makes them."""
+    db = Database(database_url, min_size=1, max_size=2)
+    await db.open()
+    try:
+        auth = AuthService(db)
+        await auth.create_user(name)
+        return await auth.create_token(name, "user"), await auth.create_token(name, "agent")
+    finally:
+        await db.close()
 
 
 def free_port() -> int:
@@ -249,3 +309,17 @@ def server(database_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
     srv = start_server(database_url, tmp_path / "serve.log")
     yield srv
     srv.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_server(pg_server: str, pg_template: str, pgbouncer: pooler.PgBouncer | None,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One ``maxclaw serve`` (and database) for a module whose tests only read what every
+    server serves (static files, docs, probes) and write nothing another test reads: a start
+    costs seconds of CPU on a 2-core machine, a module's tests share it."""
+    url = asyncio.run(pg.clone_database(pg_server, pg_template))
+    routed = pgbouncer.route(url) if pgbouncer is not None else url
+    srv = start_server(routed, tmp_path_factory.mktemp("shared-serve") / "serve.log")
+    yield srv
+    srv.stop()
+    asyncio.run(pg.drop_database(pg_server, url))

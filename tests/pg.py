@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import os
 import uuid
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 import asyncpg
@@ -37,11 +38,35 @@ def migrations_fingerprint() -> str:
     return digest.hexdigest()[:12]
 
 
+# The embedded server of a test run holds nothing worth a crash of the machine: it dies with
+# the run. Every test database is dropped at teardown, and DROP DATABASE waits for an
+# immediate checkpoint; with fsync on, each waited for every dirty page of every database the
+# other workers were using to reach the disk (teardowns of 13-38 s in `make test`), and each
+# checkpoint made the next write of every page a full-page image in the WAL. A postgres killed
+# by a test loses nothing either way: its writes are in the OS's cache (synchronous_commit stays
+# on, so a commit is in the WAL before it is acknowledged). Only this private server is set
+# so: a server given by MAXCLAW_TEST_DATABASE_URL is never altered.
+EMBEDDED_SETTINGS = {"fsync": "off", "full_page_writes": "off"}
+
+
 def start_embedded(base: Path) -> tuple[str, object]:
     from maxclaw.db.embedded import EmbeddedPostgres
 
     server = EmbeddedPostgres(base / "embedded-pg")
-    return server.start(), server
+    url = server.start()
+    asyncio.run(_tune(url))
+    return url, server
+
+
+async def _tune(server_url: str) -> None:
+    """EMBEDDED_SETTINGS, reloaded (both take effect without a restart)."""
+    conn = await _admin(server_url)
+    try:
+        for name, value in EMBEDDED_SETTINGS.items():
+            await conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+        await conn.execute("SELECT pg_reload_conf()")
+    finally:
+        await conn.close()
 
 
 async def _admin(server_url: str) -> asyncpg.Connection:
@@ -72,19 +97,51 @@ async def ensure_template(server_url: str, partitions: int | None = None) -> str
     return name
 
 
+async def ensure_derived_template(server_url: str, base: str, tag: str,
+                                  build: Callable[[str], Awaitable[object]],
+                                  sources: Iterable[Path]) -> str:
+    """A template made once per server from the template ``base`` by ``build(url)`` (a bulk
+    load that several tests need the same of): tests clone it instead of each loading the
+    rows again. Its name carries ``base`` (so the migrations) and a digest of ``sources`` (the
+    files whose code builds it), so a stale one is never reused on a given server."""
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(path.read_bytes())
+    name = f"{base}_{tag}_{digest.hexdigest()[:8]}"
+    conn = await _admin(server_url)
+    try:
+        await conn.execute("SELECT pg_advisory_lock(hashtext($1))", name)
+        try:
+            exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+            if not exists:
+                building = name + "_b"
+                await conn.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
+                await _create_from(conn, building, base)
+                await build(with_database(server_url, building))
+                await conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", name)
+    finally:
+        await conn.close()
+    return name
+
+
+async def _create_from(conn: asyncpg.Connection, name: str, template: str) -> None:
+    for attempt in range(20):
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+            return
+        except asyncpg.ObjectInUseError:  # another worker is cloning at this instant
+            await asyncio.sleep(0.05 * (attempt + 1))
+    raise RuntimeError(f"could not clone {template}: it stays in use")
+
+
 async def clone_database(server_url: str, template: str) -> str:
     """A fresh database copied from the template; returns its URL."""
     name = f"t_{uuid.uuid4().hex[:16]}"
     conn = await _admin(server_url)
     try:
-        for attempt in range(20):
-            try:
-                await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-                break
-            except asyncpg.ObjectInUseError:  # another worker is cloning at this instant
-                await asyncio.sleep(0.05 * (attempt + 1))
-        else:
-            raise RuntimeError(f"could not clone {template}: it stays in use")
+        await _create_from(conn, name, template)
     finally:
         await conn.close()
     return with_database(server_url, name)

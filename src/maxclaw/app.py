@@ -8,14 +8,16 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from maxclaw import tracing
 from maxclaw.api.errors import install_error_handlers
 from maxclaw.api.lean import install_lean_routes
 from maxclaw.api.middleware import AccessLog, BodyGuard
+from maxclaw.api.requestid import RequestId
 from maxclaw.api.routes import ROUTERS
 from maxclaw.composition import Services, build_services
 from maxclaw.jobs import Job
 from maxclaw.metrics import Metrics
-from maxclaw.ops.services import build_ops, database_for
+from maxclaw.ops.services import database_for
 from maxclaw.settings import Settings
 
 log = logging.getLogger("maxclaw")
@@ -28,14 +30,13 @@ def create_app(settings: Settings) -> FastAPI:
     metrics = Metrics()
     db = database_for(settings)
     services = build_services(settings, db, metrics)
-    ops = build_ops(settings, db, metrics, services.clock)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await db.open()
         started: list[Job] = []
         try:
-            for job in (*services.jobs, *ops.jobs):
+            for job in services.jobs:
                 await job.start()
                 started.append(job)
             yield
@@ -54,10 +55,8 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="MaxClaw", version="0.1.0", lifespan=lifespan,
                   telemetry={"tracing": False, "metrics": False, "logs": False},
                   docs_url=None, redoc_url=None)
+    # the one thing on the app's state: read it typed, through ``services_of``
     app.state.services = services
-    app.state.metrics = metrics
-    app.state.settings = settings
-    app.state.ops = ops
     install_error_handlers(app)
     # Starlette serves a route whose endpoint is not a function as a plain ASGI app
     app.router.add_route("/mcp", services.mcp_http,  # type: ignore[arg-type]
@@ -65,9 +64,17 @@ def create_app(settings: Settings) -> FastAPI:
     for router in ROUTERS:
         app.include_router(router)
     # the agent's round trip and the claim, ahead of the routers (api/lean.py)
-    install_lean_routes(app)
+    if settings.lean_routes:
+        install_lean_routes(app)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
     app.add_middleware(AccessLog, metrics=metrics)
+    if settings.tracing:  # opt-in OpenTelemetry (maxclaw.tracing)
+        tracing.enable()
+        app.add_middleware(tracing.HttpTracing)
+    # outside Starlette's error middleware too, so an unexpected error's response and log
+    # line name the request like every other
+    inner = app.build_middleware_stack
+    app.build_middleware_stack = lambda: RequestId(inner())  # type: ignore[method-assign]
     return app
 
 

@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
@@ -20,8 +21,10 @@ import typer
 from maxclaw.settings import Settings
 
 if TYPE_CHECKING:  # the CLI imports the server lazily, per command, to start fast
-    from maxclaw.auth.service import Role
+    from maxclaw.auth.service import AuthService, Role
     from maxclaw.composition import Services
+    from maxclaw.db.database import Database
+    from maxclaw.housekeeping.users import UserHousekeeping
     from maxclaw.secrets.keyring import Keyring
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -37,6 +40,7 @@ app.add_typer(db_app, name="db")
 DatabaseUrl = Annotated[str | None, typer.Option(
     "--database-url", help="PostgreSQL URL (default: MAXCLAW_DATABASE_URL, else embedded).")]
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -70,7 +74,7 @@ def database(settings: Settings, url: str | None) -> Iterator[tuple[str, bool]]:
 def _unwind_on_sigterm() -> None:
     """Make SIGTERM (docker stop, systemd, kill) unwind like Ctrl-C, so ``database()`` stops
     the embedded server. Python's default SIGTERM kills the process outright, and uvicorn
-    re-raises the signal after its graceful shutdown, which used to orphan the postgres."""
+    re-raises the signal after its graceful shutdown, which would orphan the postgres."""
 
     def unwind(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
@@ -96,20 +100,22 @@ def migrate_or_fail(url: str) -> None:
         fail(f"cannot migrate the database at {redact(url)}: {reason}")
 
 
-def run_async(url: str, work: Callable[[Services], Awaitable[T]]) -> T:
-    """Open a pool, build the services, run ``work(services)``, close. Errors become one line."""
-    from maxclaw.composition import build_services
+def _with_pool(url: str, max_size: int, build: Callable[[Settings, Database], S],
+               stop: Callable[[S], Awaitable[None]], work: Callable[[S], Awaitable[T]]) -> T:
+    """Open a pool, ``build`` what the command uses, run ``work`` on it, ``stop`` it and close
+    the pool. A refusal (``MaxclawError``) becomes one line on stderr and exit 1."""
     from maxclaw.errors import MaxclawError
-    from maxclaw.metrics import Metrics
     from maxclaw.ops.services import database_for
 
     async def main() -> T:
         settings = Settings(database_url=url)
-        db = database_for(settings, min_size=1, max_size=4)
+        db = database_for(settings, min_size=1, max_size=max_size)
         await db.open()
+        built = build(settings, db)
         try:
-            return await work(build_services(settings, db, Metrics()))
+            return await work(built)
         finally:
+            await stop(built)
             await db.close()
 
     try:
@@ -117,6 +123,42 @@ def run_async(url: str, work: Callable[[Services], Awaitable[T]]) -> T:
     except MaxclawError as exc:
         fail(exc.message)
         raise  # unreachable; keeps the type checker honest
+
+
+def run_async(url: str, work: Callable[[Services], Awaitable[T]]) -> T:
+    """Build every service (the composition root) and run ``work(services)``."""
+    from maxclaw.composition import build_services
+    from maxclaw.metrics import Metrics
+
+    # the listener is opened if ``work`` waited on a channel
+    return _with_pool(url, 4, lambda settings, db: build_services(settings, db, Metrics()),
+                      lambda services: services.listener.stop(), work)
+
+
+@dataclass(frozen=True, slots=True)
+class Accounts:
+    """What the user and token commands use. Built alone, not by the composition root:
+    importing and building every service cost about 0.5 s of CPU per command, and operators'
+    scripts (and the test suite, some 80 runs) start these commands one process each."""
+
+    auth: AuthService
+    users: UserHousekeeping
+
+
+def run_accounts(url: str, work: Callable[[Accounts], Awaitable[T]]) -> T:
+    """``run_async`` for the user and token commands: a small pool and the two services."""
+    from maxclaw.auth.service import AuthService
+    from maxclaw.housekeeping.users import UserHousekeeping
+
+    def build(_settings: Settings, db: Database) -> Accounts:
+        # no LISTEN connection: AuthService opens one only to authenticate, which no command
+        # does; a revoke reaches the replicas by the NOTIFY its own transaction sends
+        return Accounts(AuthService(db), UserHousekeeping(db))
+
+    async def stop(accounts: Accounts) -> None:
+        await accounts.auth.revocations.listener.stop()  # in case something authenticated
+
+    return _with_pool(url, 2, build, stop, work)
 
 
 WS_MAX_FRAME_BYTES = 64 * 1024
@@ -148,6 +190,8 @@ def serve(
             _seal_legacy(url, keyring)
         if embedded:
             _first_run_hint(settings)
+        else:
+            _warn_if_privileged(url)
         # uvicorn's own "running on" line is at INFO on a library logger, quiet by default
         logging.getLogger("maxclaw").info(
             "serving", extra={"url": f"http://{settings.host}:{settings.port}"})
@@ -156,7 +200,30 @@ def serve(
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
                     log_config=None, ws="websockets-sansio", lifespan="on",
                     ws_max_size=WS_MAX_FRAME_BYTES,
-                    http=http_protocol(settings.header_timeout_s))
+                    # no permessage-deflate: it compresses every frame on the event loop (about
+                    # 25 MB/s here), so one user's catch-up of 16 MiB held the loop 0.5 s and
+                    # twenty of them moved another user's p99 from 2 to 190 ms
+                    ws_per_message_deflate=False,
+                    http=http_protocol(settings.header_timeout_s),
+                    # X-Forwarded-For only from the configured proxy (uvicorn would believe
+                    # any local peer by default, and a prober could pick its address)
+                    proxy_headers=bool(settings.forwarded_allow_ips),
+                    forwarded_allow_ips=settings.forwarded_allow_ips or None)
+
+
+def _warn_if_privileged(url: str) -> None:
+    """A warning at start when serve's role could change the schema (it needs data rights
+    only); the embedded database of a first run is the developer's own, and is not judged."""
+    from maxclaw.db.roles import privileged_role
+
+    try:
+        why = privileged_role(url)
+    except Exception as exc:  # a check that cannot run must not stop serve
+        logging.getLogger("maxclaw").warning(
+            "could not check serve's database role", extra={"error": type(exc).__name__})
+        return
+    if why:
+        logging.getLogger("maxclaw").warning(why)
 
 
 def _database_answers(url: str) -> bool:
@@ -414,15 +481,65 @@ def user_create(name: str, database_url: DatabaseUrl = None,
     with database(settings, database_url) as (url, _):
         migrate_or_fail(migration_url(settings, url))
 
-        async def work(services: Services) -> tuple[str, str]:
+        async def work(services: Accounts) -> tuple[str, str]:
             result: tuple[str, str] = await services.auth.create_user(name)
             return result
 
-        user_id, main_id = run_async(url, work)
+        user_id, main_id = run_accounts(url, work)
         if as_json:
             typer.echo(json.dumps({"user_id": user_id, "main_thread_id": main_id}))
         else:
             typer.echo(f"user {name}: {user_id} (Main thread {main_id})")
+
+
+USER_LIST_COLUMNS = ("name", "id", "created_at", "threads", "tokens", "devices",
+                     "running_turns")
+
+
+@user_app.command("list")
+def user_list(database_url: DatabaseUrl = None,
+              as_json: Annotated[bool, typer.Option(
+                  "--json", help='Print {"users": [{"id", "name", "created_at", "threads", '
+                                 '"tokens", "devices", "running_turns"}]}.')] = False) -> None:
+    """List users with how many threads, tokens and devices each has."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(migration_url(settings, url))
+
+        async def work(services: Accounts) -> list[dict[str, Any]]:
+            return await services.users.list()
+
+        rows = run_accounts(url, work)
+        if as_json:
+            typer.echo(json.dumps({"users": rows}, default=_iso))
+            return
+        _print_table(USER_LIST_COLUMNS, rows)
+
+
+@user_app.command("delete")
+def user_delete(name: str, database_url: DatabaseUrl = None,
+                force: Annotated[bool, typer.Option(
+                    "--force", help="Delete even while a turn of theirs is running.")] = False,
+                ) -> None:
+    """Delete a user and everything of theirs (threads, messages, cards, secrets, tokens,
+    devices), in one transaction."""
+    settings = Settings()
+    with database(settings, database_url) as (url, _):
+        migrate_or_fail(migration_url(settings, url))
+
+        async def work(services: Accounts) -> str:
+            return await services.users.delete(name, force=force)
+
+        user_id = run_accounts(url, work)  # a refusal is one line on stderr, exit 1
+        typer.echo(f"deleted user {name} ({user_id})")
+
+
+def _print_table(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
+    table = [list(columns)] + [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    for line in table:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))
+                   .rstrip())
 
 
 @token_app.command("create")
@@ -433,27 +550,54 @@ def token_create(
     for_main: Annotated[bool, typer.Option(
         "--for-main", help="An unbound agent token that may also write in the Main thread "
                            "(the runtime that runs Main); other agent tokens may not.")] = False,
+    expires_in: Annotated[float | None, typer.Option(
+        "--expires-in", metavar="DAYS", max=36_500,
+        help="Expire the token after this many days, fractions allowed (default: never).")
+    ] = None,
     database_url: DatabaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Mint a token (printed once; only its hash is stored)."""
+    from datetime import UTC, datetime, timedelta
+
+    if expires_in is not None and expires_in <= 0:
+        fail("--expires-in takes a number of days above 0 (e.g. 30, or 0.5 for 12 hours)")
     settings = Settings()
+    expires_at = None if expires_in is None else datetime.now(UTC) + timedelta(days=expires_in)
     with database(settings, database_url) as (url, _):
         migrate_or_fail(migration_url(settings, url))
 
-        async def work(services: Services) -> str:
+        async def work(services: Accounts) -> str:
             # the service checks the role and says what is allowed; the CLI passes it through
             token: str = await services.auth.create_token(user, cast("Role", role), thread,
+                                                          expires_at=expires_at,
                                                           for_main=for_main)
             return token
 
-        token = run_async(url, work)
+        token = run_accounts(url, work)
         typer.echo(json.dumps({"token": token}) if as_json else token)
+
+
+TOKEN_LIST_COLUMNS = ("id", "user", "role", "thread_id", "for_main", "created_at",
+                      "expires_at", "last_used_at")
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    return value.isoformat(timespec="seconds") if hasattr(value, "isoformat") else str(value)
 
 
 @token_app.command("list")
 def token_list(
     user: Annotated[str | None, typer.Option("--user", help="Only this user's tokens.")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help='Print {"tokens": [{"id", "user", "role", "thread_id", "created_at", '
+                       '"last_used_at", "expires_at", …}]}.')] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
     """List tokens (id, user, role, binding, created, expires, last used); never the tokens."""
@@ -461,32 +605,48 @@ def token_list(
     with database(settings, database_url) as (url, _):
         migrate_or_fail(migration_url(settings, url))
 
-        async def work(services: Services) -> list[dict[str, Any]]:
+        async def work(services: Accounts) -> list[dict[str, Any]]:
             rows: list[dict[str, Any]] = await services.auth.list_all_tokens(user)
             return rows
 
-        for row in run_async(url, work):
-            typer.echo(json.dumps(row, default=str))
+        rows = [{k: v for k, v in row.items() if k != "current"} for row in run_accounts(url, work)]
+        if as_json:
+            typer.echo(json.dumps({"tokens": rows}, default=_iso))
+            return
+        table = [list(TOKEN_LIST_COLUMNS)] + [[_cell(r.get(c)) for c in TOKEN_LIST_COLUMNS]
+                                              for r in rows]
+        widths = [max(len(line[i]) for line in table) for i in range(len(TOKEN_LIST_COLUMNS))]
+        for line in table:
+            typer.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))
+                       .rstrip())
 
 
 @token_app.command("revoke")
 def token_revoke(
-    token_id: Annotated[int, typer.Argument(help="The token's id (maxclaw token list).")],
+    token_id: Annotated[int | None, typer.Argument(
+        help="The token's id (maxclaw token list).", show_default=False)] = None,
+    token: Annotated[str | None, typer.Option(
+        "--token", help="The token itself, instead of its id.")] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Revoke a token: every replica refuses it at once and closes its WebSockets."""
+    """Revoke a token by id or by value: every replica refuses it at once and closes its
+    WebSockets."""
+    if (token_id is None) == (token is None):
+        fail("token revoke takes a token id or --token TOKEN (one of them)")
     settings = Settings()
     with database(settings, database_url) as (url, _):
         migrate_or_fail(migration_url(settings, url))
 
-        async def work(services: Services) -> bool:
-            gone: bool = await services.auth.revoke_any(token_id)
-            return gone
+        async def work(services: Accounts) -> int | None:
+            if token is not None:
+                return await services.auth.revoke_by_token(token)
+            assert token_id is not None
+            return token_id if await services.auth.revoke_any(token_id) else None
 
-        if not run_async(url, work):
-            typer.echo(f"no token {token_id}", err=True)
-            raise typer.Exit(1)
-        typer.echo(f"revoked token {token_id}")
+        revoked = run_accounts(url, work)
+        if revoked is None:
+            fail(f"no token {token_id}" if token is None else "no such token")
+        typer.echo(f"revoked token {revoked}")
 
 
 @app.command("push-worker")
@@ -607,6 +767,51 @@ def inbox(
     if line is not None:
         typer.echo(line)
 
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def bridge(
+    ctx: typer.Context,
+    url: ServerUrl = "http://127.0.0.1:8765",
+    token: AgentToken = "",
+    thread: Annotated[str | None, typer.Option("--thread", help="The thread to serve.")] = None,
+    session: Annotated[str, typer.Option("--session", help="Fills {session}.")] = "",
+    config: Annotated[str | None, typer.Option(
+        "--config", help="A TOML file of thread tables (id, command, session, timeout_s).")] = None,
+    timeout_s: Annotated[float, typer.Option(
+        "--timeout-s", help="Kill a host command that runs longer.")] = 3600.0,
+    state_dir: Annotated[str | None, typer.Option(
+        "--state-dir", help="The journal (default $XDG_STATE_HOME/maxclaw/bridge).")] = None,
+    wait_s: Annotated[float, typer.Option("--wait-s", help="Long-poll wait per claim.")] = 25.0,
+) -> None:
+    """Run an agent host when Max answers: maxclaw bridge --thread ID -- COMMAND {prompt}…"""
+    from pathlib import Path
+
+    from maxclaw.client.bridge import (
+        BridgeStop,
+        Target,
+        default_state_dir,
+        load_config,
+        run_bridge,
+    )
+    from maxclaw.logs import configure_logging
+
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_json)
+    if not token:
+        fail("maxclaw bridge needs an agent token: --token or MAXCLAW_TOKEN")
+    command = ctx.args[1:] if ctx.args[:1] == ["--"] else list(ctx.args)
+    try:
+        if config is not None:
+            targets = load_config(Path(config))
+        elif thread is not None and command:
+            targets = [Target(thread, tuple(command), session, timeout_s)]
+        else:
+            raise BridgeStop("give --thread ID -- COMMAND … (or --config FILE)")
+        run_bridge(url, token, targets, Path(state_dir) if state_dir else default_state_dir(),
+                   wait_s)
+    except BridgeStop as exc:
+        fail(f"bridge: {exc}")
 
 
 def _register_secrets() -> None:

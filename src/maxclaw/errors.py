@@ -6,11 +6,12 @@
     ├── Forbidden         403 forbidden
     ├── NotFound          404 not_found
     ├── ComponentError    409 settled | locked | not_transferable | irreversible | conflict
-    │                                 | withdrawn | expired
+    │                                 | withdrawn | expired | seen | too_late
     ├── Conflict          409 conflict
+    │   └── TurnStopped   409 turn_stopped (Max stopped the turn: the runtime ends its loop)
     ├── TooLarge          413 too_large
     ├── Invalid           422 invalid   (data.errors = [{"loc": [...], "msg": ...}])
-    ├── RateLimited       429 rate_limited (data.retry_after_s; also the Retry-After header)
+    ├── RateLimited       429 rate_limited (data.retry_after_s, also Retry-After; data.limit)
     └── Unavailable       503 unavailable (the database is down; retry)
 """
 
@@ -59,15 +60,23 @@ class Conflict(MaxclawError):
     http_status = 409
 
 
+class TurnStopped(Conflict):
+    """A write of a turn Max stopped: the runtime stops its loop and writes nothing more."""
+
+    code = "turn_stopped"
+
+
 class RateLimited(MaxclawError):
-    """A quota is used up; ``retry_after_s`` (whole seconds, at least 1) says when to try again."""
+    """A quota is used up; ``retry_after_s`` (whole seconds, at least 1) says when to try again
+    and ``limit`` is the quota that was hit (``data.limit``: a client can size itself to it)."""
 
     code = "rate_limited"
     http_status = 429
 
-    def __init__(self, message: str, *, retry_after_s: float) -> None:
+    def __init__(self, message: str, *, retry_after_s: float, limit: int) -> None:
         self.retry_after_s = max(1, int(-(-retry_after_s // 1)))
-        super().__init__(message, data={"retry_after_s": self.retry_after_s})
+        self.limit = limit
+        super().__init__(message, data={"retry_after_s": self.retry_after_s, "limit": limit})
 
 
 class ComponentError(MaxclawError):
@@ -85,6 +94,9 @@ class ComponentError(MaxclawError):
         "conflict": "This question is not in a state that allows that.",
         "withdrawn": "The agent withdrew this question; nothing was changed.",
         "expired": "This question expired unanswered; nothing was changed.",
+        "seen": ("The agent has already seen this answer; it can no longer be taken back. "
+                 "Send a correction as a message instead."),
+        "too_late": "The time to take this answer back has passed; send a correction instead.",
     }
 
     def __init__(

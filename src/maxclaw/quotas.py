@@ -7,14 +7,16 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
-from maxclaw.errors import RateLimited
+from maxclaw.errors import RateLimited, Unauthorized
 from maxclaw.settings import Settings
 
 WINDOW_S = 60.0
 # a socket or claim slot frees when one closes; clients are told to try again after this
 SLOT_RETRY_S = 5.0
+T = TypeVar("T")
 
 
 class _Window:
@@ -69,10 +71,24 @@ class Quotas:
         wait = self.failed_auth.wait_s(address or "?")
         if wait > 0:
             raise RateLimited("Too many refused tokens from this address; wait and retry.",
-                              retry_after_s=wait)
+                              retry_after_s=wait, limit=self.failed_auth.limit)
 
     def auth_failed(self, address: str | None) -> None:
         self.failed_auth.add(address or "?")
+
+    async def authenticating(self, address: str | None,
+                             attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``'s result; its refusal (``Unauthorized``) is counted against
+        ``address``, and an address that used up its refusals is answered 429 instead. A
+        valid token is never refused here: behind a proxy (or a NAT) one address is many
+        clients, and a prober must not lock them all out. Guesses from a locked-out address
+        still cost one token lookup each (an indexed read, or none when cached)."""
+        try:
+            return await attempt()
+        except Unauthorized:
+            self.check_auth(address)
+            self.auth_failed(address)
+            raise
 
     # -- concurrent slots ---------------------------------------------------------------------
 
@@ -95,7 +111,7 @@ class Quotas:
     def _slot(table: dict[object, int], key: object, limit: int,
               message: str) -> Iterator[None]:
         if table.get(key, 0) >= limit:
-            raise RateLimited(message, retry_after_s=SLOT_RETRY_S)
+            raise RateLimited(message, retry_after_s=SLOT_RETRY_S, limit=limit)
         table[key] = table.get(key, 0) + 1
         try:
             yield

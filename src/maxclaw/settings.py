@@ -6,8 +6,14 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# each secret setting X may instead be read from the file MAXCLAW_X_FILE names (a Kubernetes or
+# Docker secret mounted as a file); the variable itself wins when both are set. The keyring has
+# its own MAXCLAW_SECRET_KEY_FILE (several keys, one a line: maxclaw.secrets.keyring).
+SECRET_FILES = ("database_url", "listen_database_url", "migrate_database_url",
+                "app_role_password", "vapid_private_key", "metrics_token")
 
 
 def default_data_dir() -> Path:
@@ -39,6 +45,17 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     host: str = "127.0.0.1"
     port: int = 8765
+    # `serve` behind a reverse proxy: the proxy's addresses (comma-separated IPs or CIDRs) whose
+    # X-Forwarded-For and X-Forwarded-Proto are believed, so per-address quotas count the real
+    # clients. Empty (the default): no header is believed, the peer is the client.
+    forwarded_allow_ips: str = ""
+    # /metrics: on its own port (bound to `host`) when set, and then not on the API port; on
+    # the API port it answers only `Authorization: Bearer <metrics_token>` when that is set
+    metrics_port: int | None = None
+    metrics_token: str | None = Field(default=None, repr=False)
+    # opt-in OpenTelemetry traces (HTTP routes, asyncpg, the push dispatcher), exported over
+    # OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (the SDK's own variables configure the rest)
+    tracing: bool = False
     log_level: str = "INFO"
     log_json: bool | None = None  # None: JSON when stderr is not a terminal
     log_library_level: str = "WARNING"  # the libraries' loggers (apscheduler, aiohttp, …)
@@ -57,10 +74,24 @@ class Settings(BaseSettings):
 
     presence_ttl_s: float = 90.0
     turn_lease_s: float = 60.0
+    # a runtime lease (POST /v1/agent/leases) lasts this long past its last heartbeat; the
+    # lapse tick (turn leases and runtime leases) runs every lapse_interval_s
+    runtime_lease_s: float = Field(default=60.0, gt=0, le=3600)
+    lapse_interval_s: float = Field(default=5.0, gt=0, le=600)
     # the model window a claim hands over and each history page holds: the newest rows up to
     # these caps (whole tool-call groups); older rows are read with next_before_id
     model_window_rows: int = Field(default=500, ge=1)
     model_window_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    # how long after answering Max may take an answer back (if no model has seen it yet);
+    # MAXCLAW_RETRACT_WINDOW_MINUTES
+    retract_window_minutes: float = Field(default=10.0, ge=0)
+    # Main's time to decide a card handed to it, for users who set none (their own:
+    # main_timeout_minutes in /v1/settings); then the sweep hands it back to Max with the note
+    # "Main did not decide". MAXCLAW_MAIN_TIMEOUT_MINUTES
+    main_timeout_minutes: int = Field(default=30, ge=1, le=10080)
+    # Main's read_thread: at most these rows and bytes of the asking thread per call
+    main_read_rows: int = Field(default=50, ge=1, le=500)
+    main_read_bytes: int = Field(default=64 * 1024, ge=4096, le=1024 * 1024)
     # realtime: a catch-up page and a hub batch read at most this many bytes of rows (always
     # at least one row), so one user's 1 MiB rows never make one read hold the event loop
     realtime_batch_bytes: int = Field(default=1024 * 1024, ge=1024)
@@ -110,5 +141,32 @@ class Settings(BaseSettings):
     retention_turns_days: float = 30.0
     retention_presence_days: float = 1.0
     retention_ws_tickets_days: float = 1.0
+    retention_runtime_leases_days: float = 7.0  # lapsed runtime leases (their jobs are gone)
     # /metrics reads the database gauges (sweep lag, outbox backlog, …) at most this often
     metrics_db_refresh_s: float = 5.0
+    # the hot routes served by api/lean.py (false: every request through FastAPI's routers;
+    # bench.ab_http compares the two)
+    lean_routes: bool = True
+
+    database_url_file: Path | None = None
+    listen_database_url_file: Path | None = None
+    migrate_database_url_file: Path | None = None
+    app_role_password_file: Path | None = None
+    vapid_private_key_file: Path | None = None
+    metrics_token_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _read_secret_files(self) -> Settings:
+        """Fill each secret from its ``*_file`` when the variable itself is not set."""
+        for name in SECRET_FILES:
+            path: Path | None = getattr(self, f"{name}_file")
+            if path is None or getattr(self, name) is not None:
+                continue
+            try:
+                value = path.read_text().strip()
+            except OSError as exc:
+                raise ValueError(f"MAXCLAW_{name.upper()}_FILE: cannot read {path}: "
+                                 f"{exc.strerror}; mount the secret there or unset it") from None
+            if value:  # an empty file (an optional secret left blank) sets nothing
+                setattr(self, name, value)
+        return self

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, async_playwright
 
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, start_server
 from tests.e2e.webui_helpers import WebUser, launch, make_user
+
+
+def _shares_a_serve(request: pytest.FixtureRequest) -> bool:
+    return request.node.get_closest_marker("shared_serve") is not None
 
 
 @pytest.fixture
@@ -20,9 +26,22 @@ async def browser() -> AsyncIterator[Browser]:
 
 
 @pytest.fixture
-async def max_user(server: ServerProcess, database_url: str) -> AsyncIterator[WebUser]:
-    """Max with a user and an agent token, on the test's ``server`` (a module that serves
-    from another server overrides this fixture)."""
-    who = await make_user(database_url, server.base_url)
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess]:
+    """A real ``maxclaw serve``: the module's shared one under ``pytest.mark.shared_serve`` (a
+    start costs seconds of CPU on a 2-core machine), else one on this test's own database."""
+    if _shares_a_serve(request):
+        yield request.getfixturevalue("shared_server")
+        return
+    srv = start_server(request.getfixturevalue("database_url"), tmp_path / "serve.log")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+async def max_user(server: ServerProcess, request: pytest.FixtureRequest) -> AsyncIterator[WebUser]:
+    """Max with a user and an agent token, on the test's ``server``; on a shared serve each
+    test's Max is a new user, so no test reads another's rows."""
+    name = f"max-{uuid.uuid4().hex[:8]}" if _shares_a_serve(request) else "max"
+    who = await make_user(server.database_url, server.base_url, name)
     yield who
     await who.aclose()

@@ -24,10 +24,9 @@ import asyncpg
 import httpx
 import pytest
 
-from maxclaw.auth.service import AuthService
 from maxclaw.client.runtime.loop import INTERRUPTED
-from maxclaw.db.database import Database, connect
-from tests.conftest import ServerProcess, start_server
+from maxclaw.db.database import connect
+from tests.conftest import ServerProcess, start_server, user_with_tokens
 
 LEASE_S = 2  # short, so a dead runtime's lease lapses quickly
 WAIT_S = 60.0
@@ -104,13 +103,7 @@ class World:
 
 @pytest.fixture
 async def world(serve: ServerProcess, tmp_path: Path) -> AsyncIterator[World]:
-    db = Database(serve.database_url, min_size=1, max_size=2)
-    await db.open()
-    auth = AuthService(db)
-    await auth.create_user("max")
-    user_token = await auth.create_token("max", "user")
-    agent_token = await auth.create_token("max", "agent")
-    await db.close()
+    user_token, agent_token = await user_with_tokens(serve.database_url)
     conn = await connect(serve.database_url)
     user = httpx.AsyncClient(base_url=serve.base_url,
                              headers={"Authorization": f"Bearer {user_token}"})

@@ -14,6 +14,13 @@ from playwright.async_api import Browser, ConsoleMessage, Route, expect
 from maxclaw.web.assets import CONTENT_SECURITY_POLICY
 from tests.conftest import ServerProcess
 
+
+@pytest.fixture
+def server(shared_server: ServerProcess) -> ServerProcess:
+    """Every test here only reads what any server serves: one server for the module."""
+    return shared_server
+
+
 pytestmark = pytest.mark.browser
 
 # every CSP violation the page meets, as the browser reports it to the page itself

@@ -22,7 +22,7 @@ from tests.e2e.webui_helpers import (
     screenshot,
 )
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.shared_serve]
 KEEP = "Keep one version (recommended)"
 
 

@@ -227,3 +227,42 @@ async def test_the_thread_list_shows_each_threads_state_live(
     assert tab.errors == []
     await tab.context.close()
 
+
+
+async def background_job(who: WebUser, thread_id: str, job_id: str, phase: str) -> None:
+    resp = await who.agent.post(f"/v1/agent/threads/{thread_id}/messages", json={
+        "role": "event", "body": f"Background job {job_id} {phase}",
+        "source_meta": {"backgroundJob": {"job_id": job_id, "phase": phase}}})
+    assert resp.status_code == 201, resp.text
+
+
+async def test_the_thread_list_and_header_show_background_work_live(
+        module_server: ServerProcess, who: WebUser, chromium: Browser) -> None:
+    tid = await new_thread(who, "Nightly tests")
+    tab = await open_app(chromium, module_server.base_url, who.user_token, tid)
+    item = tab.page.locator(f'.thread-item[data-thread-id="{tid}"]')
+    chip = item.locator(".thread-state")
+    head = tab.page.locator(".thread-head .thread-meta")
+    await expect(item).to_be_visible()
+    await expect(chip).to_have_count(0)  # idle
+    await background_job(who, tid, "job_1", "started")
+    await background_job(who, tid, "job_2", "started")
+    await expect(chip).to_have_attribute("data-state", "working in the background")
+    await expect(chip).to_have_text("working in the background (2 jobs)")
+    await expect(head).to_contain_text("working in the background (2 jobs)")
+    await screenshot(tab.page, "23-background-jobs")
+    # an end wakes the thread: the turn has the floor, one job still runs
+    await background_job(who, tid, "job_1", "finished")
+    await expect(chip).to_have_attribute("data-state", "running")
+    await expect(head).to_contain_text("working in the background (1 job)")
+    claimed = await who.agent.post("/v1/agent/turns/claim",
+                                   json={"wait_s": 0, "thread_ids": [tid]})
+    assert claimed.status_code == 200, claimed.text
+    finished = await who.agent.post(f"/v1/agent/turns/{claimed.json()['turn']['id']}/finish")
+    assert finished.status_code == 200, finished.text
+    await expect(chip).to_have_text("working in the background (1 job)")
+    await background_job(who, tid, "job_2", "finished")
+    await expect(chip).to_have_attribute("data-state", "running")
+    await expect(head).not_to_contain_text("background")
+    assert tab.errors == []
+    await tab.context.close()

@@ -19,7 +19,7 @@ from tests.e2e.webui_helpers import (
     screenshot,
 )
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.shared_serve]
 
 
 async def main_answers(who: WebUser, thread_id: str) -> str:

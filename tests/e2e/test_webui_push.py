@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from playwright.async_api import (
     expect,
 )
 
+from tests import pg, pooler
 from tests.conftest import ServerProcess, start_server
 from tests.e2e.webui_helpers import (
     ARTIFACTS,
@@ -42,6 +45,7 @@ from tests.e2e.webui_helpers import (
     DESKTOP,
     SECRET,
     WebUser,
+    follow_link,
     make_user,
     new_thread,
     post_card,
@@ -68,21 +72,39 @@ CLICK_JS = """async ([tag, action, reply]) => {
   self.dispatchEvent(new NotificationEvent('notificationclick', init));
 }"""
 
+CLOSE_JS = """async (tag) => {
+  for (const n of await self.registration.getNotifications({tag})) n.close();
+}"""
 
-@pytest.fixture
-def push_server(database_url: str, tmp_path: Path) -> Any:
-    """``maxclaw serve`` with a VAPID key and push targets on 127.0.0.1 allowed."""
-    srv = start_server(database_url, tmp_path / "serve.log", env={
+
+@pytest.fixture(scope="module")
+def push_server(pg_server: str, pg_template: str, pgbouncer: pooler.PgBouncer | None,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """``maxclaw serve`` with a VAPID key and push targets on 127.0.0.1 allowed, on a database
+    of its own; one for the module (a start costs seconds of CPU on a 2-core machine): each
+    test's Max is a user of his own (``max_user``), so no test sees another's rows, devices or
+    pushes."""
+    url = asyncio.run(pg.clone_database(pg_server, pg_template))
+    routed = pgbouncer.route(url) if pgbouncer is not None else url
+    srv = start_server(routed, tmp_path_factory.mktemp("push-serve") / "serve.log", env={
         "MAXCLAW_VAPID_PRIVATE_KEY": VAPID_PEM, "MAXCLAW_PUSH_ALLOW_PRIVATE_URLS": "true",
         "MAXCLAW_PUSH_BACKOFF_BASE_S": "0.05", "MAXCLAW_PUSH_BACKOFF_MAX_S": "0.2"})
     yield srv
     srv.stop()
+    asyncio.run(pg.drop_database(pg_server, url))
 
 
 @pytest.fixture
-async def max_user(push_server: ServerProcess, database_url: str) -> AsyncIterator[WebUser]:
-    who = await make_user(database_url, push_server.base_url)
+async def max_user(push_server: ServerProcess) -> AsyncIterator[WebUser]:
+    who = await make_user(push_server.database_url, push_server.base_url,
+                          f"max-{uuid.uuid4().hex[:8]}")
     yield who
+    # his devices go with the test (their endpoints close with it): the shared server retries
+    # nothing of his while the next test runs
+    listed = await who.user.get("/v1/push/devices")
+    if listed.status_code == 200:
+        for device in listed.json()["devices"]:
+            await who.user.delete(f"/v1/push/devices/{device['id']}")
     await who.aclose()
 
 
@@ -110,6 +132,7 @@ class PushTab:
     registration_id: str
     origin: str
     errors: list[str]
+    redeliveries: int = 0
 
     async def worker(self) -> Worker:
         async def find() -> Worker | None:
@@ -118,28 +141,51 @@ class PushTab:
         found: Worker = await eventually(find, "the service worker")
         return found
 
-    async def deliver(self, payload: dict[str, Any] | str) -> None:
+    async def deliver(self, payload: dict[str, Any] | str,
+                      until: Callable[[list[dict[str, Any]]], bool],
+                      what: str) -> list[dict[str, Any]]:
+        """Deliver ``payload`` into the worker and wait until the shown notifications satisfy
+        ``until``. The DevTools call returns before Chromium dispatches the push event and
+        reports nothing if the dispatch is dropped; on a loaded CI machine the first push into
+        a fresh worker was dropped twice in ~40 runs (nothing shown for 15 s). A push service
+        redelivers what the browser did not take, so the test does too, up to three times; the
+        worker's handling is keyed by the notification's tag, so a second delivery of one
+        payload shows the same single notification (which is what every caller asserts)."""
         data = payload if isinstance(payload, str) else json.dumps(payload)
-        await self.cdp.send("ServiceWorker.deliverPushMessage", {
-            "origin": self.origin, "registrationId": self.registration_id, "data": data})
+        for attempt in range(3):
+            await self.cdp.send("ServiceWorker.deliverPushMessage", {
+                "origin": self.origin, "registrationId": self.registration_id, "data": data})
+            try:
+                return await self.wait_notifications(until, what, timeout_s=5.0 * (attempt + 1))
+            except AssertionError:
+                if attempt == 2:
+                    raise
+                self.redeliveries += 1
+                print(f"push redelivered ({what}): nothing shown after attempt {attempt + 1}",
+                      file=sys.stderr)
+        raise AssertionError("unreachable")
 
     async def notifications(self) -> list[dict[str, Any]]:
         shown: list[dict[str, Any]] = await self.page.evaluate(NOTIFICATIONS_JS)
         return shown
 
     async def wait_notifications(self, predicate: Callable[[list[dict[str, Any]]], bool],
-                                 what: str) -> list[dict[str, Any]]:
+                                 what: str, timeout_s: float = 15.0) -> list[dict[str, Any]]:
         async def check() -> tuple[list[dict[str, Any]]] | None:
             shown = await self.notifications()
             return (shown,) if predicate(shown) else None  # a tuple: [] is a valid answer
         try:
-            [result] = await eventually(check, what)
+            [result] = await eventually(check, what, timeout_s)
         except AssertionError as exc:
             raise AssertionError(f"{exc}; shown: {await self.notifications()}") from None
         return result
 
     async def click(self, tag: str, action: str, reply: str | None = None) -> None:
         await (await self.worker()).evaluate(CLICK_JS, [tag, action, reply])
+
+    async def close(self, tag: str) -> None:
+        """Dismiss a shown notification (what swiping it away does)."""
+        await (await self.worker()).evaluate(CLOSE_JS, tag)
 
 
 async def open_push_tab(browser: Browser, base_url: str, token: str) -> PushTab:
@@ -153,7 +199,7 @@ async def open_push_tab(browser: Browser, base_url: str, token: str) -> PushTab:
     cdp.on("ServiceWorker.workerRegistrationUpdated", lambda event: registrations.update(
         {r["scopeURL"]: r["registrationId"] for r in event["registrations"]}))
     await cdp.send("ServiceWorker.enable")
-    await page.goto(f"{base_url}/#token={token}")
+    await follow_link(page, base_url, token)
     await expect(page.locator(".conn")).to_have_attribute("data-state", "online")
     # activated, not just activating: a push delivered in between was once never shown (a
     # loaded machine, the first payload of test_unknown_payloads_stale_tokens_…)
@@ -229,17 +275,17 @@ async def test_a_notification_button_answers_the_card_and_a_withdraw_closes_it(
         cid = await ask(max_user, tid)
         payload = await phone.payload("agent-question", f"ask:{cid}")
         assert payload["action_token"]
-        await tab.deliver(payload)
-        [shown] = await tab.wait_notifications(lambda n: len(n) == 1, "the question")
+        [shown] = await tab.deliver(payload, lambda n: len(n) == 1, "the question")
         assert shown["title"] == "Refactor"
         assert shown["body"] == "Keep the old field for one version?"
         assert shown["tag"] == f"ask:{cid}"
-        # recommended first; Chromium shows at most Notification.maxActions buttons
+        # recommended first; Chromium shows at most Notification.maxActions buttons: with
+        # more actions than that, the recommended option and "Other…" (issue 29, item 3)
         max_actions = await tab.page.evaluate("Notification.maxActions")
-        assert shown["actions"] == [
-            {"action": "opt:keep", "title": "Keep one version"},
-            {"action": "opt:drop", "title": "Remove it now"},
-            {"action": "other", "title": "Other…"}][:max_actions]
+        every = [{"action": "opt:keep", "title": "Keep one version"},
+                 {"action": "opt:drop", "title": "Remove it now"},
+                 {"action": "other", "title": "Other…"}]
+        assert shown["actions"] == (every if max_actions >= 3 else [every[0], every[2]])
         assert "token" not in json.dumps(shown["data"]).replace("action_token", "")
         assert max_user.user_token not in json.dumps(shown)
 
@@ -253,7 +299,11 @@ async def test_a_notification_button_answers_the_card_and_a_withdraw_closes_it(
             return state if state["status"] == "answered" else None
         state = await eventually(answered, "the card answered from the notification")
         assert state["answered_via"] == "push" and state["answer"]["selected"] == ["keep"]
-        await tab.wait_notifications(lambda n: n == [], "the clicked notification to close")
+        # the clicked notification closes; a confirmation with Take back takes its place
+        # (test_take_back_from_the_confirmation_reopens_the_card)
+        await tab.wait_notifications(lambda n: [x["tag"] for x in n] == [f"sent:{cid}"],
+                                     "the clicked notification to close, confirmed")
+        await tab.close(f"sent:{cid}")
         # the worker sent the action token, never the bearer token
         posts = [r for r in requests if r.url.endswith("/v1/push/actions")]
         assert len(posts) == 1
@@ -269,25 +319,85 @@ async def test_a_notification_button_answers_the_card_and_a_withdraw_closes_it(
 
         # 4. a second question, answered elsewhere: its withdraw closes the notification
         second = await ask(max_user, tid)
-        await tab.deliver(await phone.payload("agent-question", f"ask:{second}"))
-        await tab.wait_notifications(lambda n: [x["tag"] for x in n] == [f"ask:{second}"],
-                                     "the second question")
+        await tab.deliver(await phone.payload("agent-question", f"ask:{second}"),
+                          lambda n: [x["tag"] for x in n] == [f"ask:{second}"],
+                          "the second question")
         resp = await max_user.user.post(f"/v1/components/{second}/answer",
                                         json={"selected": ["drop"]})
         assert resp.status_code == 200
         withdraw = await phone.payload("withdraw", f"ask:{second}")
-        await tab.deliver(withdraw)
-        await tab.wait_notifications(lambda n: n == [], "the withdraw to close it")
+        await tab.deliver(withdraw, lambda n: n == [], "the withdraw to close it")
 
         # 5. the reply box answers "Other…" with its text
         third = await ask(max_user, tid)
         reply_payload = await phone.payload("agent-question", f"ask:{third}")
-        await tab.deliver(reply_payload)
-        await tab.wait_notifications(lambda n: len(n) == 1, "the third question")
+        await tab.deliver(reply_payload, lambda n: len(n) == 1, "the third question")
         await tab.click(f"ask:{third}", "other", "Keep it for two versions")
         state = await eventually(lambda: _answered(max_user, third), "the reply")
         assert state["answer"]["text"] == "Keep it for two versions"
         assert state["answer"]["selected"] == []
+    assert tab.errors == []
+    await tab.context.close()
+
+
+async def test_take_back_from_the_confirmation_reopens_the_card(
+        push_server: ServerProcess, max_user: WebUser, browser: Browser) -> None:
+    """Issue 30: a mis-tap on a notification's button is taken back from the notification
+    that confirms the answer; its single-use retract token is all the worker sends."""
+    tab = await open_push_tab(browser, push_server.base_url, max_user.user_token)
+    async with Endpoint() as endpoint:
+        phone = Phone(endpoint)
+        await phone.register(max_user)
+        tid = await new_thread(max_user, "Refactor")
+        cid = await ask(max_user, tid)
+        payload = await phone.payload("agent-question", f"ask:{cid}")
+        await tab.deliver(payload, lambda n: len(n) == 1, "the question")
+        requests: list[Request] = []
+        tab.context.on("request", lambda request: requests.append(request))
+
+        # the mis-tap: "Remove it now" from the lock screen
+        await tab.click(f"ask:{cid}", "opt:drop")
+        [sent] = await tab.wait_notifications(
+            lambda n: [x["tag"] for x in n] == [f"sent:{cid}"], "the answer's confirmation")
+        assert sent["title"] == "Answer sent"
+        assert sent["body"] == "You answered: Remove it now"
+        assert sent["actions"] == [{"action": "retract", "title": "Take back"}]
+        assert max_user.user_token not in json.dumps(sent)
+        token = sent["data"]["action_token"]
+        assert token.startswith("mcpa_") and token != payload["action_token"]
+        assert (await component_state(max_user, cid))["status"] == "answered"
+        # the card, in its thread, shows the answer
+        await tab.page.goto(f"{push_server.base_url}/#/t/{tid}")
+        card = tab.page.locator(f'#timeline [data-component-id="{cid}"]')
+        await expect(card).to_have_attribute("data-status", "answered")
+        # the answer's withdraw (the question's tag) leaves the confirmation alone
+        withdraw = await phone.payload("withdraw", f"ask:{cid}")
+        await tab.deliver(withdraw, lambda n: [x["tag"] for x in n] == [f"sent:{cid}"],
+                          "the withdraw, leaving the confirmation")
+
+        # Take back, from the notification: the card is open again, here and on the server
+        await tab.click(f"sent:{cid}", "retract")
+        await expect(card).to_have_attribute("data-status", "open")
+        await expect(card.get_by_role("button", name="Keep one version (recommended)")) \
+            .to_be_enabled()
+        await expect(tab.page.locator("#timeline .msg.taken-back")).to_have_count(1)
+        assert (await component_state(max_user, cid))["status"] == "open"
+        await tab.wait_notifications(lambda n: f"sent:{cid}" not in [x["tag"] for x in n],
+                                     "the confirmation to close")
+        posts = [json.loads(r.post_data or "{}") for r in requests
+                 if r.url.endswith("/v1/push/actions")]
+        assert posts[-1] == {"action_token": token, "action": "retract", "text": None}
+        assert all("authorization" not in {k.lower() for k in r.headers} for r in requests
+                   if r.url.endswith("/v1/push/actions"))
+
+        # the right answer now, from the card; a second tap of the spent Take back is refused
+        await card.get_by_role("button", name="Keep one version (recommended)").click()
+        await expect(card).to_have_attribute("data-status", "answered")
+        resp = await max_user.user.post("/v1/push/actions",
+                                        json={"action_token": token, "action": "retract"})
+        assert resp.status_code == 409 and resp.json()["data"]["reason"] == "action_token_used"
+        state = await component_state(max_user, cid)
+        assert state["status"] == "answered" and state["answer"]["selected"] == ["keep"]
     assert tab.errors == []
     await tab.context.close()
 
@@ -307,8 +417,7 @@ async def test_a_secret_question_opens_the_app_and_a_body_tap_opens_the_card(
         cid = await ask(max_user, tid, SECRET)
         payload = await phone.payload("agent-question", f"ask:{cid}")
         assert payload["secret"] is True and "action_token" not in payload
-        await tab.deliver(payload)
-        [shown] = await tab.wait_notifications(lambda n: len(n) == 1, "the secret question")
+        [shown] = await tab.deliver(payload, lambda n: len(n) == 1, "the secret question")
         assert shown["actions"] == []  # typed only in the app
         assert shown["body"] == "Paste the deploy token"
         assert tab.page.url.endswith(f"#/t/{max_user.main_thread_id}")
@@ -331,8 +440,7 @@ async def test_unknown_payloads_stale_tokens_and_answered_elsewhere(
         # a payload of a version the worker does not know: a plain notice, no buttons
         for bad in ({"v": 99, "kind": "agent-question", "title": "?", "actions": []},
                     "not json at all"):
-            await tab.deliver(bad)
-            [shown] = await tab.wait_notifications(lambda n: len(n) == 1, "the plain notice")
+            [shown] = await tab.deliver(bad, lambda n: len(n) == 1, "the plain notice")
             assert shown["title"] == "MaxClaw" and shown["actions"] == []
             assert shown["body"] == "Something new is waiting. Open MaxClaw to see it."
             await tab.click("maxclaw:unknown", "")  # opens the app; nothing is answered
@@ -342,8 +450,7 @@ async def test_unknown_payloads_stale_tokens_and_answered_elsewhere(
         cid = await ask(max_user, tid)
         payload = await phone.payload("agent-question", f"ask:{cid}")
         forged = {**payload, "action_token": "mcpa_" + "A" * 43}
-        await tab.deliver(forged)
-        await tab.wait_notifications(lambda n: len(n) == 1, "the question")
+        await tab.deliver(forged, lambda n: len(n) == 1, "the question")
         await tab.click(f"ask:{cid}", "opt:keep")
         [note] = await tab.wait_notifications(
             lambda n: len(n) == 1 and n[0]["title"] != "Refactor", "the stale-token note")
@@ -352,9 +459,8 @@ async def test_unknown_payloads_stale_tokens_and_answered_elsewhere(
         assert (await component_state(max_user, cid))["status"] == "open"
 
         # answered elsewhere before the click: "Already answered", the first answer stands
-        await tab.deliver(payload)
-        await tab.wait_notifications(lambda n: len(n) == 1 and n[0]["title"] == "Refactor",
-                                     "the question again")
+        await tab.deliver(payload, lambda n: len(n) == 1 and n[0]["title"] == "Refactor",
+                          "the question again")
         resp = await max_user.user.post(f"/v1/components/{cid}/answer",
                                         json={"selected": ["drop"]})
         assert resp.status_code == 200
@@ -411,8 +517,9 @@ async def test_the_notifications_view(push_server: ServerProcess, max_user: WebU
         # the preview shows the open question as its push would: thread title, buttons
         preview = dialog.locator(".notif-preview")
         await expect(preview.locator(".notif-title")).to_have_text("Schema work")
+        # three buttons do not fit Chromium's two: the recommended one and "Other…"
         await expect(preview.locator(".notif-action")).to_have_text(
-            ["Keep one version", "Remove it now", "Other…"])
+            ["Keep one version", "Other…"])
         # docs/img/notification-preview.png is a copy of this picture
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         await preview.screenshot(path=str(ARTIFACTS / "notification-preview.png"))
@@ -437,8 +544,8 @@ async def test_the_notifications_view(push_server: ServerProcess, max_user: WebU
             "Test notification sent to 1 device.")
         test_payload = await phone.payload("test", "maxclaw:test")
         assert "action_token" not in test_payload
-        await tab.deliver(test_payload)
-        [shown] = await tab.wait_notifications(lambda n: len(n) == 1, "the test notification")
+        [shown] = await tab.deliver(test_payload, lambda n: len(n) == 1,
+                                    "the test notification")
         assert shown["title"] == "MaxClaw" and shown["tag"] == "maxclaw:test"
 
         # remove the device
@@ -547,3 +654,125 @@ async def test_offline_the_page_says_reconnecting(database_url: str, tmp_path: P
     finally:
         srv.stop()
         await who.aclose()
+
+
+# ---- notifications that fit the platform, and the app badge (issue 29, item 3) --------------
+
+THREE = {"id": "q1", "kind": "choice", "question": "Which region?", "multiple": False,
+         "allow_other": False,
+         "options": [{"id": "eu", "label": "Europe"},
+                     {"id": "us", "label": "US", "recommended": True},
+                     {"id": "ap", "label": "Asia"}]}
+THREE_OTHER = {**THREE, "allow_other": True,
+               "options": [{**o, "recommended": False} for o in THREE["options"]]}
+MULTI = {"id": "q1", "kind": "choice", "question": "Which databases?", "multiple": True,
+         "options": [{"id": "pg", "label": "PostgreSQL", "recommended": True},
+                     {"id": "my", "label": "MySQL"}]}
+SPY_BADGE = """
+(() => {
+  window.__badges = [];
+  const real = navigator.setAppBadge && navigator.setAppBadge.bind(navigator);
+  const clear = navigator.clearAppBadge && navigator.clearAppBadge.bind(navigator);
+  const quiet = (call) => (call ? call().catch(() => {}) : Promise.resolve());
+  navigator.setAppBadge = (n) => {
+    window.__badges.push(n);
+    return quiet(real && (() => real(n)));
+  };
+  navigator.clearAppBadge = () => { window.__badges.push(0); return quiet(clear); };
+})();
+"""
+# the worker's badge calls, recorded in the worker (its navigator is its own)
+SPY_WORKER_BADGE = """() => {
+  self.__badges = [];
+  self.navigator.setAppBadge = (n) => { self.__badges.push(n); return Promise.resolve(); };
+  self.navigator.clearAppBadge = () => { self.__badges.push(0); return Promise.resolve(); };
+}"""
+OPEN_IDS_JS = """async () => {
+  const found = await (await caches.open('maxclaw-state')).match('/__state/open-decisions');
+  return found ? (await found.json()).sort() : null;
+}"""
+
+
+async def page_badge(tab: PushTab, count: int) -> None:
+    """Wait until the page's last badge call shows ``count`` (it renders on its own time)."""
+    async def shown() -> bool:
+        return bool(await tab.page.evaluate("window.__badges.at(-1)") == count)
+    await eventually(shown, f"the page's badge to show {count}")
+
+
+async def test_options_that_do_not_fit_multi_select_and_the_badge(
+        push_server: ServerProcess, max_user: WebUser, browser: Browser) -> None:
+    async with Endpoint() as endpoint:
+        phone = Phone(endpoint)
+        await phone.register(max_user)
+        # one thread per question (each test here asks its cards one open at a time per thread)
+        tid = await new_thread(max_user, "Regions")
+        tid_other = await new_thread(max_user, "Regions, in words")
+        tid_multi = await new_thread(max_user, "Databases")
+        tab = await open_push_tab(browser, push_server.base_url, max_user.user_token)
+        await tab.page.add_init_script(SPY_BADGE)
+        await tab.page.reload()
+        await expect(tab.page.locator(".conn")).to_have_attribute("data-state", "online")
+        worker = await tab.worker()
+        await worker.evaluate(SPY_WORKER_BADGE)
+        requests: list[Request] = []
+        tab.context.on("request", lambda request: requests.append(request))
+        assert await tab.page.evaluate("Notification.maxActions") == 2
+
+        # 1. three options, one recommended, no "Other…": the recommended one and "Open"
+        three = await ask(max_user, tid, THREE)
+        payload = await phone.payload("agent-question", f"ask:{three}")
+        assert [a.get("recommended", False) for a in payload["actions"]] == [True, False, False]
+        assert payload["multiple"] is False
+        [shown] = await tab.deliver(payload, lambda n: len(n) == 1, "three options")
+        assert shown["actions"] == [{"action": "opt:us", "title": "US"},
+                                    {"action": "open", "title": "Open"}]
+        # the page counts it (the badge) and tells the worker which decisions are open
+        await page_badge(tab, 1)
+        assert await tab.page.evaluate(OPEN_IDS_JS) == [f"ask:{three}"]
+        # "Open" answers nothing: it opens the card's thread
+        await tab.click(f"ask:{three}", "open")
+        await expect(tab.page).to_have_url(f"{push_server.base_url}/#/t/{tid}")
+        assert (await component_state(max_user, three))["status"] == "open"
+        assert not [r for r in requests if r.url.endswith("/v1/push/actions")]
+
+        # 2. three options, none recommended, with "Other…": "Other…" alone, a reply box
+        other = await ask(max_user, tid_other, THREE_OTHER)
+        await tab.deliver(await phone.payload("agent-question", f"ask:{other}"),
+                          lambda n: any(x["tag"] == f"ask:{other}" for x in n), "with Other…")
+        [shown] = [n for n in await tab.notifications() if n["tag"] == f"ask:{other}"]
+        assert shown["actions"] == [{"action": "other", "title": "Other…"}]
+        await tab.click(f"ask:{other}", "other", "Both, please")
+        state = await eventually(lambda: _answered(max_user, other), "the reply")
+        assert state["answer"]["text"] == "Both, please" and state["answered_via"] == "push"
+
+        # 3. a multi-select question: no single-option buttons, "Open" opens the card
+        multi = await ask(max_user, tid_multi, MULTI)
+        payload = await phone.payload("agent-question", f"ask:{multi}")
+        assert payload["multiple"] is True
+        await tab.deliver(payload, lambda n: any(x["tag"] == f"ask:{multi}" for x in n),
+                          "the multi-select question")
+        [shown] = [n for n in await tab.notifications() if n["tag"] == f"ask:{multi}"]
+        assert shown["actions"] == [{"action": "open", "title": "Open"}]
+        await tab.page.goto(f"{push_server.base_url}/#/t/{max_user.main_thread_id}")
+        await tab.click(f"ask:{multi}", "open")
+        await expect(tab.page).to_have_url(f"{push_server.base_url}/#/t/{tid_multi}")
+        assert (await component_state(max_user, multi))["status"] == "open"
+
+        # 4. the badge: the page shows the open decisions (two now), the worker keeps count
+        await page_badge(tab, 2)
+        assert await tab.page.evaluate(OPEN_IDS_JS) == sorted([f"ask:{three}", f"ask:{multi}"])
+        worker_badges = await worker.evaluate("self.__badges")
+        assert worker_badges and worker_badges[-1] >= 1
+        # answered elsewhere: its withdraw reaches the worker, which counts one fewer
+        resp = await max_user.user.post(f"/v1/components/{three}/answer",
+                                        json={"selected": ["eu"]})
+        assert resp.status_code == 200
+        withdraw = await phone.payload("withdraw", f"ask:{three}")
+        await tab.deliver(withdraw, lambda n: all(x["tag"] != f"ask:{three}" for x in n),
+                          "the withdraw")
+        assert f"ask:{three}" not in (await tab.page.evaluate(OPEN_IDS_JS) or [])
+        assert await worker.evaluate("self.__badges.at(-1)") == 1
+        await page_badge(tab, 1)
+    assert tab.errors == []
+    await tab.context.close()

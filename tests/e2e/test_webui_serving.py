@@ -7,9 +7,16 @@ import re
 from importlib import resources
 
 import httpx
+import pytest
 
 from maxclaw.web.assets import WebAssets
 from tests.conftest import ServerProcess
+
+
+@pytest.fixture
+def server(shared_server: ServerProcess) -> ServerProcess:
+    """Every test here only reads what any server serves: one server for the module."""
+    return shared_server
 
 IMPORT = re.compile(r"""from\s+'\./([\w.-]+)'|import\s+'\./([\w.-]+)'""")
 ASSET_REF = re.compile(r"""(?:href|src)="/assets/([\w.-]+)\"""")
@@ -29,7 +36,12 @@ def test_every_module_and_asset_reference_resolves_to_a_shipped_file() -> None:
     names = set(assets.names())
     referenced = set(ASSET_REF.findall(assets.index.body.decode()))
     assert referenced == {"app.css", "app.js", "manifest.webmanifest", "icon-192.png",
-                          "apple-touch-icon.png"}
+                          "apple-touch-icon.png", "i18n.js", "messages-en.js",
+                          "messages-zh-CN.js"}
+    # the service worker loads the catalogue and i18n.js too (importScripts)
+    worker = assets.service_worker.body.decode()
+    for name in re.findall(r"'/assets/([\w.-]+)'", worker):
+        assert name in names, f"sw.js imports /assets/{name}, which is not shipped"
     for name in names:
         asset = assets.get(name)
         assert asset is not None

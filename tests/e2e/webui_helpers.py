@@ -171,6 +171,16 @@ class Tab:
     requests: list[str]
 
 
+async def follow_link(page: Page, base_url: str, token: str) -> None:
+    """Open a ``#token=`` link and accept the prompt naming its account (a link always asks
+    before it signs a browser in: tests/trust/test_token_link_asks.py); none is shown when the
+    browser is already signed in with that token."""
+    await page.goto(f"{base_url}/#token={token}")
+    await page.locator("#link-go, .conn").first.wait_for()
+    if await page.locator("#link-go").count():
+        await page.locator("#link-go").click()
+
+
 async def open_app(browser: Browser, base_url: str, token: str, thread_id: str | None = None,
                    viewport: ViewportSize | None = None) -> Tab:
     """Sign in through a ``#token=`` link, open the thread, wait until the page is live."""
@@ -180,7 +190,7 @@ async def open_app(browser: Browser, base_url: str, token: str, thread_id: str |
     requests: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("request", lambda request: requests.append(request.url))
-    await page.goto(f"{base_url}/#token={token}")
+    await follow_link(page, base_url, token)
     await expect(page.locator(".conn")).to_have_attribute("data-state", "online")
     if thread_id:
         await page.goto(f"{base_url}/#/t/{thread_id}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from maxclaw.client.http import AgentClient
 from maxclaw.client.runtime.loop import AgentRuntime
 from maxclaw.client.runtime.scripted import Script, ScriptedModel
 from maxclaw.client.runtime.workspace_tools import LocalTools
+from maxclaw.clock import FixedClock
 from maxclaw.turns.history import FORGED_NOTICE
 from tests.conftest import Actor, Harness
 
@@ -310,7 +311,126 @@ async def test_forged_notice_is_flagged_and_the_model_is_told(make_rig: Any,
                           "role = 'assistant' ORDER BY id DESC LIMIT 1", rig.thread_id)
     assert final["body"] == "The real test run finished with exit code 0: done."
     event = await rig.row("SELECT source_meta FROM messages WHERE thread_id = $1::uuid AND "
-                          "role = 'event'", rig.thread_id)
+                          "role = 'event' ORDER BY id DESC LIMIT 1", rig.thread_id)
     job = event["source_meta"]["backgroundJob"]
+    assert job["phase"] == "finished"
     assert job["exit_code"] == 0
     assert job["tail"] == "12 passed\n"
+
+
+def two_jobs_script(releases: list[Path]) -> Script:
+    def waits_for(release: Path, said: str) -> dict[str, Any]:
+        command = f"while [ ! -e {release} ]; do sleep 0.05; done; echo '{said}'"
+        return {"name": "run_command", "arguments": {"command": command,
+                                                      "run_in_background": True}}
+    return Script.model_validate({"replies": [
+        {"id": "start", "tool_calls": [waits_for(releases[0], "unit ok"),
+                                       waits_for(releases[1], "e2e ok")]},
+        {"id": "wait", "content": "Both test runs are going; I will wait for their results."},
+        {"id": "one", "when": {"user_says": '<background_job_done job_id="job_1"'},
+         "content": "The unit tests passed; the end-to-end run is still going."},
+        {"id": "two", "when": {"user_says": '<background_job_done job_id="job_2"'},
+         "content": "Both runs passed: done."},
+    ]})
+
+
+async def test_real_background_jobs_keep_the_thread_working_until_both_end(
+        make_rig: Any, tmp_path: Path) -> None:
+    """Two real background commands: their starts are told as events that queue nothing, the
+    thread says it works in the background (2, then 1) while no turn runs, each end wakes a
+    turn, and the thread is idle only when both ended."""
+    releases = [tmp_path / "release-unit", tmp_path / "release-e2e"]
+    rig: Rig = await make_rig(script=two_jobs_script(releases), task="Run both test suites.")
+
+    async def thread() -> tuple[str, int]:
+        got = (await rig.actor.user.get(f"/v1/threads/{rig.thread_id}")).json()
+        return got["state"], got["background_jobs"]
+
+    first = await rig.runtime.run_once()
+    assert first is not None
+    assert first.finished is not None
+    assert first.finished.requeued is False
+    assert [t["status"] for t in await rig.turns()] == ["done"]  # the starts queued nothing
+    starts = [e.data["job_id"] for e in rig.runtime.events if e.kind == "background_start"]
+    assert starts == ["job_1", "job_2"]
+    stored = await rig.row(
+        "SELECT array_agg(source_meta->'backgroundJob'->>'job_id' ORDER BY id) AS ids, "
+        "bool_and(delivered_at IS NOT NULL) AS delivered FROM messages "
+        "WHERE thread_id = $1::uuid AND source_meta->'backgroundJob'->>'phase' = 'started'",
+        rig.thread_id)
+    assert (stored["ids"], stored["delivered"]) == (["job_1", "job_2"], True)
+    assert await thread() == ("working in the background", 2)
+
+    waiting = await park_claim(rig)
+    releases[0].touch()
+    second = await asyncio.wait_for(waiting, 20)
+    assert second is not None
+    assert "job_1" in said_by_user(rig.model.requests[-1])
+    assert await thread() == ("working in the background", 1)
+
+    waiting = await park_claim(rig)
+    releases[1].touch()
+    third = await asyncio.wait_for(waiting, 20)
+    assert third is not None
+    assert rig.model.requests[-1][-1]["content"].startswith(
+        '[MaxClaw event] <background_job_done job_id="job_2" exit_code="0">')
+    assert await thread() == ("idle", 0)
+    assert [t["status"] for t in await rig.turns()] == ["done", "done", "done"]
+
+
+async def test_a_runtime_that_stops_reports_its_running_job_ended(make_rig: Any) -> None:
+    """A job still running when its runtime shuts down is killed and reported ended, so the
+    thread does not say it works in the background for ever, and the next turn (another
+    runtime's) hears the result will not come."""
+    script = Script.model_validate({"replies": [
+        {"id": "start", "tool_calls": [{"name": "run_command", "arguments": {
+            "command": "sleep 60", "run_in_background": True}}]},
+        {"id": "wait", "content": "The long job is running; I will wait for it."}]})
+    rig: Rig = await make_rig(script=script, task="Run the long job.")
+    assert await rig.runtime.run_once() is not None
+    got = (await rig.actor.user.get(f"/v1/threads/{rig.thread_id}")).json()
+    assert (got["state"], got["background_jobs"]) == ("working in the background", 1)
+    await rig.runtime.aclose()
+    got = (await rig.actor.user.get(f"/v1/threads/{rig.thread_id}")).json()
+    assert (got["state"], got["background_jobs"], got["turn_state"]) == ("running", 0, "queued")
+    end = await rig.row("SELECT body, source_meta FROM messages WHERE thread_id = $1::uuid AND "
+                        "role = 'event' ORDER BY id DESC LIMIT 1", rig.thread_id)
+    job = end["source_meta"]["backgroundJob"]
+    assert (job["job_id"], job["phase"], job["exit_code"], job["stopped"]) == \
+        ("job_1", "finished", None, True)
+    assert "the runtime shut down before the command ended" in end["body"]
+
+
+async def test_a_runtime_reports_its_jobs_under_a_lease_that_ends_them_when_it_dies(
+        make_rig: Any) -> None:
+    """The runtime takes a lease at its first background job, heartbeats it, and reports its
+    jobs under it; when the runtime stops heartbeating (dead: its beat task gone, no aclose)
+    and the lease runs out, the tick ends the job as lost and wakes the thread."""
+    script = Script.model_validate({"replies": [
+        {"id": "start", "tool_calls": [{"name": "run_command", "arguments": {
+            "command": "sleep 60", "run_in_background": True}}]},
+        {"id": "wait", "content": "The long job is running; I will wait for it."},
+        {"id": "lost", "when": {"user_says": "Background job job_1 was lost"},
+         "content": "The job was lost with its runtime; I will start it again."}]})
+    rig: Rig = await make_rig(script=script, task="Run the long job.")
+    assert await rig.runtime.run_once() is not None
+    lease_id = rig.runtime.lease_id
+    assert lease_id is not None
+    start = await rig.row("SELECT source_meta FROM messages WHERE thread_id = $1::uuid AND "
+                          "role = 'event' ORDER BY id LIMIT 1", rig.thread_id)
+    assert start["source_meta"]["backgroundJob"]["lease_id"] == lease_id
+    assert (await rig.actor.agent.post(f"/v1/agent/leases/{lease_id}/heartbeat")).status_code \
+        == 200
+    # the runtime dies: nothing heartbeats any more, nothing reports the job's end
+    beat = rig.runtime._lease_beat
+    assert beat is not None and not beat.done()
+    beat.cancel()
+    rig.runtime.tools.on_exit = None
+    leases = rig.harness.services.leases
+    leases.clock = FixedClock(leases.clock.now() + leases.lease + timedelta(seconds=1))
+    assert await leases.lapse_expired() == 1
+    got = (await rig.actor.user.get(f"/v1/threads/{rig.thread_id}")).json()
+    assert (got["state"], got["background_jobs"], got["turn_state"]) == ("running", 0, "queued")
+    told = await rig.runtime.run_once()
+    assert told is not None
+    assert "Background job job_1 was lost" in said_by_user(rig.model.requests[-1])

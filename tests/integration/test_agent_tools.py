@@ -74,3 +74,32 @@ async def test_background_command_returns_at_once_and_reports_its_exit(tmp_path:
     assert len(lines) == 25
     assert lines[-2:] == ["40", "bye"]
     await tools.aclose()
+
+
+async def test_a_background_job_is_told_started_first_and_ended_when_the_runtime_stops(
+        tmp_path: Path) -> None:
+    told: list[tuple[str, str, int | None, bool]] = []
+
+    async def on_start(job: BackgroundJob) -> None:
+        told.append(("started", job.job_id, job.exit_code, job.stopped))
+
+    async def on_exit(job: BackgroundJob) -> None:
+        told.append(("ended", job.job_id, job.exit_code, job.stopped))
+
+    tools = LocalTools(tmp_path, on_exit, on_start)
+    quick = await tools.call("run_command", {"command": "exit 3", "run_in_background": True},
+                             "thread-1")
+    assert told[0] == ("started", "job_1", None, False)  # before the exit was watched for
+    while len(told) < 2:  # noqa: ASYNC110 (the watcher reports on its own task)
+        await asyncio.sleep(0.01)
+    assert told[1] == ("ended", "job_1", 3, False)
+    stuck = await tools.call("run_command", {"command": "sleep 60", "run_in_background": True},
+                             "thread-1")
+    assert (quick["job_id"], stuck["job_id"]) == ("job_1", "job_2")
+    await tools.aclose()
+    # a job still running when the runtime stops is killed and told ended, once
+    assert told[2:] == [("started", "job_2", None, False), ("ended", "job_2", None, True)]
+    assert tools.jobs["job_2"].tail().endswith("the runtime shut down before the command "
+                                               "ended]\n")
+    await tools.aclose()
+    assert len(told) == 4

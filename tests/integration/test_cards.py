@@ -283,4 +283,5 @@ async def test_background_threads_get_no_ask_tool(harness: Harness) -> None:
     assert json.loads(history[1]["content"]) == refusal
     main_tools = (await a.agent.get(f"/v1/agent/tools?thread_id={a.main_thread_id}")).json()
     assert [t["function"]["name"] for t in main_tools["tools"]] == [
-        "ask_user_question", "withdraw_question", "answer_for_max", "hand_back"]
+        "ask_user_question", "withdraw_question", "answer_for_max", "hand_back",
+        "list_open_questions", "read_thread"]

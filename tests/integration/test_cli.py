@@ -78,8 +78,9 @@ async def test_user_and_tokens(database_url: str, harness: Harness, tmp_path: Pa
     token = json.loads(issued.out)["token"]
     me = await harness.with_token(token).get("/v1/me")
     assert me.status_code == 200
-    assert me.json() == {"user_id": user["user_id"], "name": "max",
-                         "main_thread_id": user["main_thread_id"]}
+    # the contract's three fields, exactly (``/v1/me`` adds counts and settings beside them)
+    assert {k: me.json()[k] for k in ("user_id", "name", "main_thread_id")} == {
+        "user_id": user["user_id"], "name": "max", "main_thread_id": user["main_thread_id"]}
 
     bound = await cli("token", "create", "--user", "max", "--role", "agent",
                       "--thread", user["main_thread_id"], "--json", *db, data_dir=tmp_path)

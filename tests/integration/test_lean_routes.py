@@ -20,7 +20,7 @@ from tests.conftest import Harness
 
 @contextmanager
 def lean_off(app: Any) -> Iterator[None]:
-    """The app as it was before lean routes: every request through FastAPI's routers."""
+    """The app without lean routes: every request through FastAPI's routers."""
     routes = app.router.routes
     lean = [r for r in routes if isinstance(r, LeanRoute)]
     routes[:] = [r for r in routes if not isinstance(r, LeanRoute)]
@@ -37,6 +37,8 @@ def _seen(resp: httpx.Response) -> tuple[int, str | None, str | None, bytes]:
 
 async def _both(h: Harness, client: httpx.AsyncClient, method: str, path: str,
                 **kwargs: Any) -> tuple[Any, Any]:
+    # one request id for both, or the error bodies' request_id would tell them apart
+    kwargs["headers"] = {**kwargs.get("headers", {}), "X-Request-Id": "lean-or-plain"}
     lean = _seen(await client.request(method, path, **kwargs))
     with lean_off(h.app):
         plain = _seen(await client.request(method, path, **kwargs))
@@ -170,6 +172,6 @@ async def test_metrics_name_the_route_template(harness: Harness,
     resp = await a.user.post("/v1/components/nope:q1/answer", json={"selected": ["keep"]})
     assert resp.status_code == 404
     assert served == ["/v1/components/{component_id}/answer"]  # served lean, not fallen through
-    metric = harness.app.state.metrics.requests.labels(
+    metric = harness.services.metrics.requests.labels(
         "POST", "/v1/components/{component_id}/answer", "404")
     assert metric._value.get() == 1

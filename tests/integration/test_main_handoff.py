@@ -324,7 +324,7 @@ async def test_concurrent_sweepers_hand_each_card_over_once(harness: Harness) ->
 
 
 async def test_sweep_uses_the_partial_index(harness: Harness) -> None:
-    from maxclaw.components.store import CLAIM_DUE
+    from maxclaw.components.sweep_store import CLAIM_DUE
 
     async with harness.services.db.transaction() as conn:
         await conn.execute("SET LOCAL enable_seqscan = off")  # a tiny table: what *can* it use

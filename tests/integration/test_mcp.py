@@ -191,7 +191,8 @@ async def test_stdio_round_trip_survives_a_server_restart(database_url: str, tmp
     async with stdio_session(srv.base_url, max_.agent_token, "--thread", thread) as session:
         listed = await session.list_tools()
         by_name = {t.name: t for t in listed.tools}
-        assert set(by_name) == {"ask_user_question", "get_answers", "list_questions"}
+        assert set(by_name) == {"ask_user_question", "withdraw_question", "get_answers",
+                                "list_questions"}
         # the schema the host shows its model is the one REST validates with
         assert by_name["ask_user_question"].input_schema == card_args_schema()
         component_id = await ask_and_check(session)

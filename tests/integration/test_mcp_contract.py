@@ -1,4 +1,4 @@
-"""The agent contract's sharp edges, fixed with the MCP work: string tool results reach the model
+"""The agent contract's sharp edges: string tool results reach the model
 as the same string, every message a claim, an inbox and a history return is a valid
 ``ChatCompletionMessageParam`` (OpenAI's own SDK types judge the shape), an agent token reads
 its thread's cards, and a thread's inbox outside a turn delivers once."""

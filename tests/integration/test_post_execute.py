@@ -174,8 +174,8 @@ async def test_a_post_losing_the_race_at_the_unique_index_replays(
     read = tool_store.post_context
 
     async def blind(*args: Any) -> Any:
-        thread, _done, watching, live = await read(*args)
-        return thread, [], watching, live
+        thread, _done, watching, live, prefs = await read(*args)
+        return thread, [], watching, live, prefs
 
     monkeypatch.setattr(tool_store, "post_context", blind)
     second = await _post(a.agent, tid, body)

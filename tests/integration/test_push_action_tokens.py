@@ -90,8 +90,11 @@ async def test_a_token_answers_without_a_bearer_token_once(push: Harness) -> Non
     component = (await a.user.get(f"/v1/components/{cid}")).json()
     assert component["answer"]["selected"] == ["keep"] and component["answered_via"] == "push"
     before = await snapshot(push, a.user_id)
-    [row] = before["push_action_tokens"]
+    # the question's token, spent; and the confirmation's Take back (test_push_take_back.py)
+    [row, take_back] = before["push_action_tokens"]
     assert row["used_at"] is not None and row["device_id"] == phone.device_id
+    assert (row["scope"], take_back["scope"]) == ("answer", "retract")
+    assert resp.json()["take_back"]["action_token"] != token
 
     replay = await act(push, {"action_token": token, "action": "opt:drop"})
     assert replay.status_code == 409

@@ -115,11 +115,14 @@ async def test_web_push_decrypts_to_the_spec_payload(push: Harness) -> None:
         "v": 1, "kind": "agent-question", "decision_id": decision["id"],
         "component_id": f"{call_id}:q1", "thread_id": tid, "title": "Refactor",
         "body": "Keep the old field for one version?",
-        "actions": [{"id": "opt:keep", "title": "Keep one version"},
+        "actions": [{"id": "opt:keep", "title": "Keep one version", "recommended": True},
                     {"id": "opt:drop", "title": "Remove it now"},
                     {"id": "other", "title": "Other…", "input": True}],
-        "reply": {"placeholder": "Reply…"}, "collapse_id": f"ask:{call_id}:q1",
-        "secret": False}
+        "reply": {"placeholder": "Reply…"}, "multiple": False, "collapse_id": f"ask:{call_id}:q1",
+        "secret": False, "urgency": "normal",
+        # shaped as it is sent (push/shaping.py): his locale, and outside quiet hours active
+        "locale": "en", "labels": {"open": "Open", "other": "Other…", "reply": "Reply…"},
+        "interruption_level": "active", "silent": False}
     [row] = await outbox(push)
     assert hit.headers["Idempotency-Key"] == str(row["id"])
     assert row["status"] == "sent"
@@ -156,7 +159,13 @@ async def test_webhook_deliveries_carry_a_valid_signature(push: Harness) -> None
         body = json.loads(hit.body)
         key = hit.headers["Idempotency-Key"]
         assert body.pop("delivery_id") == key
-        assert body == rows[key]["payload"]
+        # minted as it is sent, never stored in the outbox (issue 28 item 9)
+        assert body.pop("action_token").startswith("mcpa_")
+        assert "action_token" not in rows[key]["payload"]
+        # the stored payload as shaped for him when sent (locale, interruption level)
+        assert body == {**rows[key]["payload"], "locale": "en", "interruption_level": "active",
+                        "silent": False, "labels": {"open": "Open", "other": "Other…",
+                                                           "reply": "Reply…"}}
         assert hit.headers["Content-Type"] == "application/json"
     text_payload = next(json.loads(h.body) for h in endpoint.hits
                         if json.loads(h.body)["component_id"] == f"{call_id}:q2")
@@ -236,7 +245,8 @@ async def test_a_private_address_is_refused_at_send_time_too(push: Harness) -> N
         resp = await a.user.post("/v1/push/devices", json={
             "platform": "webhook", "url": f"{endpoint.url}/h", "secret": SECRET_KEY})
         assert resp.status_code == 201  # allowed when it was registered
-        push.services.push.adapters["webhook"].http.allow_private = False  # then disallowed
+        # then disallowed (the webhook adapter is wrapped: it stamps action tokens)
+        push.services.push.adapters["webhook"].inner.http.allow_private = False
         tid = await new_thread(a.user)
         await post_card(a.agent, tid, CHOICE)
         assert await push.services.push.dispatcher.run_until_idle() == 1

@@ -3,8 +3,11 @@
 Plans are only meaningful with realistic row counts, so the database first gets 20,000 cards
 (bulk-loaded the way ``bench.dataset`` loads them: assistant rows, tool rows, components and
 carriers over 2,000 threads of 100 users), plus turns, push devices and outbox rows, then
-``ANALYZE``. A real answer then goes through the HTTP API (auth included) while every statement
-it sends is recorded with its arguments, and each one is EXPLAINed with those arguments:
+``ANALYZE`` (the card load is done once per server into a template, ``plans_template``; each
+test's ``database_url`` here is its own clone of it, statistics included, as every other test's
+is a clone of the migrated template). A real answer then goes through the HTTP API (auth
+included) while every statement it sends is recorded with its arguments, and each one is
+EXPLAINed with those arguments:
 
 1. as the planner chooses, with a custom and with a generic plan (asyncpg's prepared
    statements may switch to the generic one): no ``Seq Scan`` on any table that holds 1,000
@@ -21,9 +24,11 @@ from their text, and the test checks that text is still the trigger's.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -32,11 +37,13 @@ from bench import counting, dataset
 
 from maxclaw.app import create_app
 from maxclaw.auth.service import Principal
-from maxclaw.components import store as components_store
+from maxclaw.components import sweep_store
 from maxclaw.db.database import connect
 from maxclaw.errors import ComponentError
+from maxclaw.prefs import store as prefs_store
+from tests import pg, pooler
 from tests.cards import CHOICE, SECRET, TEXT, ask_args, execute, new_thread, post_call, post_card
-from tests.conftest import Actor, Harness, app_settings
+from tests.conftest import Actor, Harness, app_settings, cloned_database
 
 CARDS = 20_000
 BUSY = "bulk_1"  # the load spreads its cards over bulk_1 … bulk_100 (bench.dataset.USERS)
@@ -83,10 +90,30 @@ ANALYZE;
 """
 
 
+async def _load_plans(url: str) -> None:
+    await dataset.load(url, "plans", CARDS, due=False)
+
+
+@pytest.fixture(scope="session")
+def plans_template(pg_server: str, pg_template: str) -> str:
+    """The migrated template plus ``dataset.load`` of CARDS cards (and its ANALYZE), built once
+    per server: the load took 4-5 s of every test here."""
+    return asyncio.run(pg.ensure_derived_template(
+        pg_server, pg_template, f"plans{CARDS}", _load_plans,
+        [Path(dataset.__file__), Path(__file__)]))
+
+
+@pytest.fixture
+def database_url(pg_server: str, plans_template: str,
+                 pgbouncer: pooler.PgBouncer | None) -> Iterator[str]:
+    """This test's own database, already holding the load of CARDS cards (a clone of
+    ``plans_template``; it overrides the migrated-only ``database_url`` of tests/conftest.py)."""
+    yield from cloned_database(pg_server, plans_template, pgbouncer)
+
+
 @pytest.fixture
 async def counted(database_url: str) -> AsyncIterator[tuple[Harness, counting.StatementLog]]:
     """The app in-process on a database with realistic row counts, every statement logged."""
-    await dataset.load(database_url, "plans", CARDS, due=False)
     conn = await connect(database_url)
     try:
         await conn.execute(EXTRA_ROWS)
@@ -286,13 +313,12 @@ async def test_round_trip_uses_indexes_only(counted: tuple[Harness, counting.Sta
 
 
 async def test_sweep_claims_through_the_due_index(database_url: str) -> None:
-    await dataset.load(database_url, "plans", CARDS, due=False)
     await dataset.load(database_url, "due", 200, due=True)
     conn = await connect(database_url)
     try:
         for mode in ("force_custom_plan", "force_generic_plan"):
             await conn.execute(f"SET plan_cache_mode = {mode}")
-            rows = await conn.fetch("EXPLAIN (FORMAT JSON) " + components_store.CLAIM_DUE,
+            rows = await conn.fetch("EXPLAIN (FORMAT JSON) " + sweep_store.CLAIM_DUE,
                                     await conn.fetchval("SELECT now()"), 500)
             plan = rows[0][0]
             plan = plan[0] if isinstance(plan, list) else plan
@@ -303,6 +329,65 @@ async def test_sweep_claims_through_the_due_index(database_url: str) -> None:
                        and n.get("Relation Name") in ("message_components", "messages",
                                                       "threads")]
             assert not big_seq, f"{mode}: {text}"
+    finally:
+        await conn.close()
+
+
+async def test_main_timeout_sweep_claims_through_its_index(database_url: str) -> None:
+    """The main-timeout sweep (issue 31) finds the cards whose time with Main is up through
+    ``message_components_main_due`` (its predicate spelled out in the claim, so a generic plan
+    uses it too), never a scan of everyone's cards; a settings change moves his held cards'
+    moments by key."""
+    conn = await connect(database_url)
+    try:
+        # some open cards handed to Main: a few of them past their time, most not yet
+        await conn.execute("""
+            UPDATE message_components c
+               SET status = 'with-main', due_at = NULL,
+                   main_due_at = now() + CASE WHEN x.n % 20 = 0 THEN interval '-1 minute'
+                                              ELSE interval '1 hour' * x.n END
+              FROM (SELECT user_id, id, row_number() OVER (ORDER BY user_id, id) AS n
+                      FROM message_components WHERE status = 'open' LIMIT 400) AS x
+             WHERE c.user_id = x.user_id AND c.id = x.id""")
+        await conn.execute("ANALYZE message_components")
+        user_id = await conn.fetchval("SELECT user_id FROM message_components"
+                                      " WHERE status = 'with-main' LIMIT 1")
+        now = await conn.fetchval("SELECT now()")
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            for sql, args in ((sweep_store.CLAIM_MAIN_TIMEOUT, (now, 500)),
+                              (prefs_store.SHIFT_MAIN_DUE, (user_id, 30))):
+                nodes = await _plan(conn, sql, args, mode)
+                big_seq = [n.get("Relation Name") for n in nodes
+                           if n["Node Type"] == "Seq Scan"
+                           and n.get("Relation Name") in ("message_components", "messages",
+                                                          "threads")]
+                assert not big_seq, f"{mode}: {nodes}"
+            assert "message_components_main_due" in str(
+                await _plan(conn, sweep_store.CLAIM_MAIN_TIMEOUT, (now, 500), mode)), mode
+    finally:
+        await conn.close()
+
+
+async def test_settings_change_reads_his_open_cards_through_an_index(database_url: str) -> None:
+    """A settings change recomputes his open cards' due times (issue 29): its read locks his
+    open cards through ``message_components_user_open`` (never a scan of everyone's cards),
+    and its update touches them by key, whatever the table holds."""
+    conn = await connect(database_url)
+    try:
+        user_id = await conn.fetchval("SELECT user_id FROM message_components"
+                                      " WHERE status = 'open' LIMIT 1")
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            for sql, args in ((prefs_store.OPEN_CARDS, (user_id,)),
+                              (prefs_store.SET_DUE, (user_id, ["x:q1"], [None]))):
+                nodes = await _plan(conn, sql, args, mode)
+                text = str(nodes)
+                big_seq = [n.get("Relation Name") for n in nodes
+                           if n["Node Type"] == "Seq Scan"
+                           and n.get("Relation Name") in ("message_components", "messages",
+                                                          "threads")]
+                assert not big_seq, f"{mode}: {text}"
+            assert "message_components_user_open" in str(
+                await _plan(conn, prefs_store.OPEN_CARDS, (user_id,), mode)), mode
     finally:
         await conn.close()
 
@@ -385,7 +470,7 @@ async def test_statements_per_execute(counted: tuple[Harness, counting.Statement
 async def test_statements_per_round_trip(counted: tuple[Harness, counting.StatementLog]) -> None:
     """An agent's round trip over HTTP with ``"execute": true``: two requests, three
     statements, no BEGIN/COMMIT. The post: one read (thread, stored results, presence, the
-    echo check's live secrets), then one statement (components.store.POST_CARDS: the assistant
+    echo check's live secrets), then one statement (components.post_store.POST_CARDS: the assistant
     row, the tool rows, the carriers, their pushes, the component rows); the answer: one
     statement (components.store.ANSWER_SETTLE; the card's definition cached by the post).
     Posting and executing as two requests cost 4 + 8 statements, and the answer one read more:

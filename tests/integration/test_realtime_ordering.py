@@ -288,10 +288,12 @@ async def listener_pid(conn: asyncpg.Connection) -> int | None:
 async def test_a_killed_listener_catches_up_when_it_comes_back(database_url: str,
                                                               pg_server: str) -> None:
     """The LISTEN backend is terminated mid-load and cannot reconnect for a while; the writes
-    made meanwhile send hints nobody hears. With the periodic tick set far away (30 s), only
-    the catch-up after the reconnect can deliver them, and it does, all of them."""
+    made meanwhile send hints nobody hears. With the periodic tick set far away (30 s) and the
+    re-reads of held users off, only the catch-up after the reconnect can deliver them, and it
+    does, all of them."""
     async with live_server(database_url, realtime_poll_s=30) as srv:
         hub = srv.services.realtime
+        hub.held_retry_first_s = hub._held_retry_s = 30  # the load holds transactions open
         max_ = await srv.user("max")
         threads = {max_.user_id: [await new_thread(max_.http) for _ in range(2)]}
         client = await srv.client(max_.token)
@@ -482,3 +484,30 @@ async def test_a_hint_held_back_by_an_older_transaction_is_read_when_that_commit
             await newer.close()
         for c in watchers.values():
             await c.close()
+
+
+async def test_a_hint_held_back_by_a_silent_transaction_is_read_soon_after_it_ends(
+        database_url: str) -> None:
+    """The older transaction holding Max's hint back writes nothing the stream carries (a
+    job's bookkeeping), so its commit sends no hint. Max's message still arrives as soon as it
+    ends: a held user is read again on a short backoff, not at the next tick (30 s here)."""
+    async with live_server(database_url, realtime_poll_s=30) as srv:
+        hub = srv.services.realtime
+        max_ = await srv.user("max")
+        watcher = await srv.client(max_.token)
+        await watcher.subscribe(None)
+        await hub.sync()
+        older, newer = await connect(database_url), await connect(database_url)
+        try:
+            tx = older.transaction()
+            await tx.start()
+            await older.fetchval("SELECT pg_current_xact_id()")  # holds an xid, hints nothing
+            row = await newer.fetchrow(INSERT_MESSAGE, max_.user_id, max_.main_thread_id, "new")
+            await asyncio.sleep(0.3)  # the hint's batch runs, and cannot pass the older xid
+            assert ("messages", row["id"]) not in watcher.state
+            await tx.commit()
+            await watcher.until(partial(holds_keys, watcher, {("messages", row["id"])}), 5)
+        finally:
+            await older.close()
+            await newer.close()
+        await watcher.close()

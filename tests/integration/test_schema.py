@@ -8,6 +8,7 @@ import itertools
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import asyncpg
@@ -19,7 +20,15 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from maxclaw.db import migrate
-from maxclaw.db.schema import SYNCED_TABLES, XID8, live_sql, metadata
+from maxclaw.db.schema import (
+    HAVE_SEARCH_EXTENSIONS,
+    SEARCH_INDEXES,
+    SYNCED_TABLES,
+    XID8,
+    include_object,
+    live_sql,
+    metadata,
+)
 from maxclaw.db.urls import plain_url, sqlalchemy_url, with_database
 
 Snapshot = dict[str, list[tuple[Any, ...]]]
@@ -94,6 +103,12 @@ def head_revision() -> str:
 
 @pytest.fixture
 def declared_database(pg_server: str) -> Iterator[str]:
+    with built_from_declarations(pg_server) as url:
+        yield url
+
+
+@contextmanager
+def built_from_declarations(pg_server: str) -> Iterator[str]:
     """A database built from the declared schema alone: ``metadata.create_all`` and then
     ``live.sql`` (no migrations)."""
     name = f"d_{uuid.uuid4().hex[:16]}"
@@ -111,7 +126,9 @@ def declared_database(pg_server: str) -> Iterator[str]:
 
 
 def autogenerate_diff(url: str) -> list[Any]:
-    """Alembic's own comparison of a live database with ``metadata`` (types and defaults too)."""
+    """Alembic's own comparison of a live database with ``metadata`` (types and defaults too),
+    but for the search indexes, whose shape depends on the server's extensions: the catalog
+    snapshot compares those, migrated against declared (``schema.SEARCH_INDEXES``)."""
     engine = sa.create_engine(sqlalchemy_url(url), poolclass=sa.pool.NullPool)
     # Teach this engine's reflection the xid8 type, so the xid columns are compared by type
     # instead of being skipped with an "unrecognized type" warning.
@@ -120,7 +137,8 @@ def autogenerate_diff(url: str) -> list[Any]:
     try:
         with engine.connect() as conn:
             context = MigrationContext.configure(
-                conn, opts={"compare_type": True, "compare_server_default": True})
+                conn, opts={"compare_type": True, "compare_server_default": True,
+                                    "include_object": include_object})
             return list(compare_metadata(context, metadata))
     finally:
         engine.dispose()
@@ -145,6 +163,28 @@ def test_upgrade_head_equals_live_sql(empty_database: str, declared_database: st
     assert migrated["function_definitions"]
     assert migrated["trigger_definitions"]
     assert migrated == snapshot(declared_database, programmable)
+
+
+def test_search_indexes_fit_the_servers_extensions(empty_database: str,
+                                                  declared_database: str) -> None:
+    # pg_trgm and btree_gin are created where the server ships them (the test role may create
+    # them), and the search indexes take the shape that fits, migrated and declared alike; the
+    # embedded server has no contrib: full text and Han phrases, no trigrams (docs/domain.md)
+    migrate.upgrade(empty_database)
+    for url in (empty_database, declared_database):
+        with psycopg.connect(plain_url(url), autocommit=True) as conn:
+            available = conn.execute(
+                "SELECT count(*) = 2 FROM pg_available_extensions"
+                " WHERE name IN ('pg_trgm', 'btree_gin')").fetchall()[0][0]
+            extended = conn.execute(HAVE_SEARCH_EXTENSIONS).fetchall()[0][0]
+            found = {name: definition for name, definition in conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE indexname = ANY(%s)",
+                (sorted(SEARCH_INDEXES),)).fetchall()}
+        assert extended == available, url
+        trigram = {"messages_search_trgm", "threads_search_trgm"}
+        assert set(found) == (SEARCH_INDEXES if extended else SEARCH_INDEXES - trigram), url
+        # led by the owner where btree_gin is there
+        assert all(("USING gin (user_id," in d) == extended for d in found.values()), found
 
 
 def test_every_table_carries_user_id() -> None:

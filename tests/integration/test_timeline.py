@@ -18,7 +18,10 @@ def assert_error(resp, status: int, code: str) -> None:  # type: ignore[no-untyp
 async def test_me_and_threads(harness: Harness) -> None:
     max_ = await harness.actor("max")
     me = (await max_.user.get("/v1/me")).json()
-    assert me == {"user_id": max_.user_id, "name": "max", "main_thread_id": max_.main_thread_id}
+    # the contract's three fields, and what issue 30 added (counts and settings)
+    assert {k: me[k] for k in ("user_id", "name", "main_thread_id")} == {
+        "user_id": max_.user_id, "name": "max", "main_thread_id": max_.main_thread_id}
+    assert me["threads"] == 1 and me["archived_threads"] == 0 and "settings" in me
     created = await max_.user.post("/v1/threads", json={"title": "Refactor", "kind": "normal"})
     assert created.status_code == 201
     thread = created.json()

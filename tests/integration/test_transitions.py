@@ -136,8 +136,8 @@ async def _request(h: Harness, a: Actor, t: Transition, cid: str) -> tuple[int, 
         resp = await a.user.post("/v1/push/actions", json={
             "decision_id": comp["decision_id"], "action": "revoke"})
         return resp.status_code, None if resp.status_code == 200 else resp.json()["code"]
-    if t.name == "revoke":
-        resp = await a.user.post(f"/v1/components/{cid}/revoke")
+    if t.name in ("revoke", "retract"):
+        resp = await a.user.post(f"/v1/components/{cid}/{t.name}")
         return resp.status_code, None if resp.status_code == 200 else resp.json()["code"]
     if t.surface is Surface.MAIN:
         args: dict[str, Any] = {"component_id": cid}
@@ -152,6 +152,16 @@ async def _request(h: Harness, a: Actor, t: Transition, cid: str) -> tuple[int, 
         return code, None if code == 200 else body["code"]
     if t.name == "expire":
         return (200, None) if await _expire(h, cid) == 1 else (409, "not_claimed")
+    if t.name == "main-timeout":
+        # Main's time is up whatever the card's status: only the table's from-state (and the
+        # claim that spells it out) lets the sweep hand it back
+        async with h.services.db.connection() as conn:
+            await conn.execute("UPDATE message_components"
+                               " SET main_due_at = now() - interval '1 minute' WHERE id = $1",
+                               cid)
+        n = await h.services.components.sweep_main_timeout(
+            now=h.services.clock.now() + timedelta(minutes=1))
+        return (200, None) if n == 1 else (409, "not_claimed")
     if t.name == "unwatched":
         n = await h.services.components.sweep_unwatched()
         return (200, None) if n == 1 else (409, "not_claimed")

@@ -128,6 +128,6 @@ async def test_database_gauges_report_the_database(harness: Harness) -> None:
     async with harness.services.db.connection() as conn:
         await conn.execute("UPDATE message_components SET status = 'with-main', due_at = NULL"
                            " WHERE id = $1", due)
-    harness.app.state.ops.gauges._last = float("-inf")
+    harness.services.ops.gauges._last = float("-inf")
     text = (await harness.client.get("/metrics")).text
     assert sample(text, "maxclaw_db_sweep_lag_seconds") == 0

@@ -137,14 +137,30 @@ async def test_audit_of_an_unsettled_card_is_kept_however_old(harness: Harness) 
     uid, tid = actor.user_id, actor.main_thread_id
     async with harness.services.db.transaction() as conn:
         comps = {s: await component(conn, uid, tid, s) for s in
-                 ("open", "with-main", "handed-back", "answered", "main-answered", "revoked")}
+                 ("open", "with-main", "handed-back", "answered", "main-answered")}
         old = {s: await audit(conn, uid, c, 400) for s, c in comps.items()}
         recent = await audit(conn, uid, comps["answered"], 10)
     deleted = await pruner(harness).prune()
     assert deleted is not None
-    assert deleted["component_audit"] == 3
+    assert deleted["component_audit"] == 2
     assert await remaining(harness, "component_audit") == {
         old["open"], old["with-main"], old["handed-back"], recent}
+
+
+async def test_audit_follows_the_tables_settled_set(harness: Harness) -> None:
+    """docs/domain.md: a withdrawn or expired card is settled (nothing moves it again), so its
+    trail goes with retention; a revoked card can still be answered, so its trail stays."""
+    actor = await harness.actor("max")
+    uid, tid = actor.user_id, actor.main_thread_id
+    async with harness.services.db.transaction() as conn:
+        comps = {s: await component(conn, uid, tid, s)
+                 for s in ("withdrawn", "expired", "revoked")}
+        old = {s: await audit(conn, uid, c, 400) for s, c in comps.items()}
+    counted = await pruner(harness).prune(dry_run=True)
+    assert counted is not None and counted["component_audit"] == 2
+    deleted = await pruner(harness).prune()
+    assert deleted is not None and deleted["component_audit"] == 2
+    assert await remaining(harness, "component_audit") == {old["revoked"]}
 
 
 async def test_turns_keep_the_active_and_each_threads_newest(harness: Harness) -> None:
@@ -185,6 +201,24 @@ async def test_presence_and_tickets_go_a_day_after_they_expired(harness: Harness
     assert deleted is not None and deleted["presence"] == 1 and deleted["ws_tickets"] == 1
     assert await remaining(harness, "presence", "connection_id") == {lapsed_now, live}
     assert await remaining(harness, "ws_tickets", "ticket_hash") == {"just-expired", "fresh"}
+
+
+async def test_lapsed_runtime_leases_go_after_a_week(harness: Harness) -> None:
+    actor = await harness.actor("max")
+    async with harness.services.db.transaction() as conn:
+        ids = {}
+        for name, status, days in (("old", "lapsed", 8), ("recent", "lapsed", 6),
+                                   ("active", "active", None)):
+            ids[name] = await conn.fetchval(
+                "INSERT INTO runtime_leases (user_id, runtime, status, lease_until, lapsed_at)"
+                " VALUES ($1, $2, $3, now() - interval '9 days',"
+                " CASE WHEN $4::int IS NULL THEN NULL"
+                " ELSE now() - make_interval(days => $4::int) END) RETURNING id::text",
+                actor.user_id, name, status, days)
+    deleted = await pruner(harness).prune()
+    assert deleted is not None and deleted["runtime_leases"] == 1
+    left = {str(i) for i in await remaining(harness, "runtime_leases")}
+    assert left == {ids["recent"], ids["active"]}
 
 
 async def conn_token(h: Harness, user_id: str) -> int:

@@ -83,6 +83,12 @@ def _user_keys_0006() -> set[str]:
 # say what every writer already does (a row's user is its thread's / message's user).
 ACCEPTED["0006_user_keys"] = _user_keys_0006()
 
+# The check bounds a column the same migration adds (nullable): a previous-release writer never
+# names the column, so its rows hold null, which the check passes.
+ACCEPTED["0022_main_timeout"] = {
+    "user_settings gained a CHECK constraint: CHECK (((main_timeout_minutes >= 1) AND "
+    "(main_timeout_minutes <= 10080)))"}
+
 
 def revisions() -> list[str]:
     script = ScriptDirectory.from_config(migrate.alembic_config("postgresql://unused/x"))
@@ -145,7 +151,7 @@ def test_the_check_catches_what_breaks_old_replicas(empty_database: str) -> None
         conn.execute("CREATE TABLE brand_new (id int PRIMARY KEY)")  # expand: fine
         conn.execute("ALTER TABLE push_outbox DROP CONSTRAINT push_outbox_kind_check,"
                      " ADD CONSTRAINT push_outbox_kind_check"
-                     " CHECK (kind IN ('notify', 'withdraw', 'digest'))")  # widened: fine
+                     " CHECK (kind IN ('notify', 'withdraw', 'activity', 'digest'))")  # widened
         conn.execute("ALTER TABLE push_devices DROP CONSTRAINT push_devices_platform_check,"
                      " ADD CONSTRAINT push_devices_platform_check"
                      " CHECK (platform IN ('webpush', 'apns'))")  # narrowed: not fine

@@ -3,7 +3,8 @@ compared step by step with a reference model of domain.md's machine written here
 
 Each example is a fresh user with fresh threads and cards. Operations: Max answers from the
 card, the decisions panel and a push action (valid and invalid answers), "let Main decide", the
-due sweep, Main's ``answer_for_max`` and ``hand_back``, Max's revoke — and pairs of them fired
+due sweep, Main's ``answer_for_max`` and ``hand_back``, the main-timeout sweep (Main's time to
+decide is up), Max's revoke — and pairs of them fired
 at once, which must behave like one of the two serial orders. Every response must be what the
 model predicts (status and code); at the end the database must match a model state exactly and
 satisfy every invariant of ``tests/reliability/invariants.py``.
@@ -35,7 +36,7 @@ CARDS: list[list[dict[str, Any]]] = [[CHOICE], [TEXT], [SECRET], [OBJECT], [CHOI
                                      [CHOICE, SECRET]]
 THREADS = ["normal", "isolated", "category", "main"]
 OPS = ["card", "card_invalid", "decision", "push", "to_main", "sweep", "answer_for_max",
-       "hand_back", "revoke"]
+       "hand_back", "revoke", "main_timeout"]
 _users = itertools.count()
 
 
@@ -103,6 +104,11 @@ def step(model: Model, op: str, cid: str) -> Outcome:
                     other.status = "with-main"
                     other.handoffs += 1
         return 0, None
+    if op == "main_timeout":  # Main's time is up for every card it holds: back to Max
+        for other in model.comps.values():
+            if other.status == "with-main":
+                other.status = "handed-back"
+        return 0, None
     if op == "answer_for_max":
         if c.irreversible:
             return 409, "irreversible"
@@ -151,6 +157,12 @@ class World:
         if op == "sweep":
             future = self.harness.services.clock.now() + timedelta(days=8)
             await self.harness.services.components.sweep_due(now=future)
+            return 0, None
+        if op == "main_timeout":
+            # past every card's main_due_at: at most 10,080 minutes after a hand-off, and the
+            # ``sweep`` op hands off 8 days ahead
+            future = self.harness.services.clock.now() + timedelta(days=16)
+            await self.harness.services.components.sweep_main_timeout(now=future)
             return 0, None
         if op in ("card", "card_invalid"):
             resp = await a.user.post(f"/v1/components/{cid}/answer",
@@ -253,7 +265,7 @@ card_spec = st.tuples(st.sampled_from([0, 0, 0, 0, 4, 4, 1, 2, 3, 5]),
                       st.sampled_from([False] * 5 + [True]), st.sampled_from([0, 0, 30, 10_080]))
 # Max's answers end a card's story, so they are drawn less often than Main's moves
 WEIGHTED_OPS = ["card", "card_invalid", "decision", "push", *["to_main"] * 3, *["sweep"] * 2,
-                *["answer_for_max"] * 3, *["hand_back"] * 2, *["revoke"] * 2]
+                *["answer_for_max"] * 3, *["hand_back"] * 2, *["revoke"] * 2, "main_timeout"]
 op_spec = st.tuples(st.sampled_from(WEIGHTED_OPS), st.integers(0, 15))
 # The states in which an op does something; half the draws aim an op at such a component (per
 # the model), or Main's answers and revokes would rarely meet a card Main holds or answered.

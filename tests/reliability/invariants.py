@@ -47,7 +47,8 @@ TRANSITIONS: dict[tuple[str, str], tuple[frozenset[str], frozenset[str | None]]]
     ("with-main", "answered"): (frozenset({"max"}), frozenset({"decision", "push"})),
     ("open", "with-main"): (frozenset({"max", "sweeper"}), frozenset({None})),
     ("with-main", "main-answered"): (frozenset({"main"}), frozenset({"main"})),
-    ("with-main", "handed-back"): (frozenset({"main"}), frozenset({None})),
+    # Main's hand_back, or the sweep when Main's time to decide ran out (main-timeout)
+    ("with-main", "handed-back"): (frozenset({"main", "sweeper"}), frozenset({None})),
     ("main-answered", "revoked"): (frozenset({"max"}), frozenset({None})),
 }
 
@@ -112,7 +113,8 @@ async def _load(conn: asyncpg.Connection) -> dict[str, Any]:
         "components": rows(await conn.fetch(
             "SELECT id, user_id::text, thread_id::text, message_id, tool_message_id, kind, stakes,"
             " sensitive, status, answer, answered_by, answered_via, main_reason, due_at,"
-            " expires_at, decision_id, answered_at FROM message_components ORDER BY id")),
+            " expires_at, decision_id, answered_at, main_due_at FROM message_components"
+            " ORDER BY id")),
         "audit": rows(await conn.fetch(
             "SELECT component_id, user_id::text, from_status, to_status, actor, via"
             " FROM component_audit ORDER BY id")),
@@ -289,6 +291,9 @@ def _check_columns(c: dict[str, Any], report: Report) -> None:
         report.bad(f"{cid}: {status} but still carries an answer")
     if c["due_at"] is not None and status != "open":
         report.bad(f"{cid}: due_at set while {status}")
+    # Main's time to decide: set by every move to with-main, cleared by every other move
+    if (c["main_due_at"] is not None) != (status == "with-main"):
+        report.bad(f"{cid}: main_due_at={c['main_due_at']} while {status}")
     if c["sensitive"] != (c["kind"] == "secret"):
         report.bad(f"{cid}: sensitive={c['sensitive']} for a {c['kind']} component")
     if c["sensitive"] and c["answer"] not in (None, HIDDEN):

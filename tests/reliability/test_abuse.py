@@ -6,6 +6,7 @@ reader too slow to keep up. Throughout, the server stays up and other clients st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import uuid
@@ -345,16 +346,37 @@ async def test_a_slow_reader_is_cut_loose_and_others_stay_served(server: ServerP
         async with asyncio.timeout(20):
             while json.loads(await fast.recv()).get("type") != "synced":
                 pass
-        posted = 0
-        for _ in range(250):  # ~24 MB of frames for a reader that takes none
-            resp = await user.post(f"/v1/threads/{thread}/messages", json={"body": body})
-            assert resp.status_code == 201, resp.text
-            posted += 1
-        last = resp.json()["id"]
-        # the fast client gets every frame up to the last message
-        async with asyncio.timeout(60):
-            while (json.loads(await fast.recv()).get("record") or {}).get("id") != last:
-                pass
+        # the fast client reads all along, as a healthy client does: frames go out uncompressed,
+        # so a client that only starts reading after 24 MB were sent would be slow too
+        seen: set[str] = set()
+        last_seen = asyncio.Event()
+        last: str | None = None
+
+        async def drain_fast() -> None:
+            while True:
+                record_id = (json.loads(await fast.recv()).get("record") or {}).get("id")
+                if record_id:
+                    seen.add(record_id)
+                    if record_id == last:
+                        last_seen.set()
+
+        reader = asyncio.create_task(drain_fast())
+        try:
+            posted = 0
+            for _ in range(250):  # ~24 MB of frames for a reader that takes none
+                resp = await user.post(f"/v1/threads/{thread}/messages", json={"body": body})
+                assert resp.status_code == 201, resp.text
+                posted += 1
+            last = resp.json()["id"]
+            if last in seen:
+                last_seen.set()
+            # the fast client gets every frame up to the last message
+            async with asyncio.timeout(60):
+                await last_seen.wait()
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
+                await reader
         await _other_client_is_served(server, other)
         # the slow one, when it finally reads, finds it was closed for being too slow
         code = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,7 @@ class Endpoint:
     @property
     def scoped(self) -> bool:
         """Whether it names one of the victim's objects (else it lists or creates)."""
-        return "{" in self.path or "decision_id" in json.dumps(self.body)
+        return "{" in self.path or re.search(r"\{[a-z]+\}", json.dumps(self.body)) is not None
 
 
 USER = [
@@ -63,6 +64,9 @@ USER = [
     Endpoint("GET", "/v1/push/config"),
     Endpoint("DELETE", "/v1/push/devices/{device}"),
     Endpoint("POST", "/v1/push/actions", {"decision_id": "{decision}", "action": "opt:keep"}),
+    Endpoint("POST", "/v1/tokens", {"role": "agent", "thread_id": "{thread}"}),
+    Endpoint("GET", "/v1/tokens"),
+    Endpoint("POST", "/v1/signin/codes", {}),
 ]
 AGENT = [
     Endpoint("GET", "/v1/agent/tools?thread_id={thread}", role="agent"),
@@ -141,7 +145,8 @@ async def _state(url: str, victim: Victim) -> dict[str, Any]:
             " (SELECT status || coalesce(lease_until::text, '') || delivered_through::text"
             "   FROM turns WHERE id = $4) AS turn,"
             " (SELECT count(*) FROM messages WHERE user_id = $5::uuid) AS messages,"
-            " (SELECT count(*) FROM threads WHERE user_id = $5::uuid) AS threads",
+            " (SELECT count(*) FROM threads WHERE user_id = $5::uuid) AS threads,"
+            " (SELECT count(*) FROM api_tokens WHERE user_id = $5::uuid) AS tokens",
             victim.ids["component"], int(victim.ids["decision"]), int(victim.ids["device"]),
             int(victim.ids["turn"]), victim.party.user_id)
     finally:

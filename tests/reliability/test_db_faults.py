@@ -87,8 +87,8 @@ async def _catches_up(server: ServerProcess, party: Party, receiver: Receiver,
         before = receiver.total
         load = Workload(server.base_url, party, threads, paths, random.Random(7), max_cards=2)
         await load.card_worker()
-        # and one card nobody answers: the load's cards are answered at once, and since issue
-        # 21 an answer that beats its notify cancels it (nothing was shown, nothing to send)
+        # and one card nobody answers: the load's cards are answered at once, and an answer
+        # that beats its notify cancels it (nothing was shown, nothing to send)
         assert await load.post_card()
         await load.close()
         assert load.out.posted_calls == 3, load.out.statuses

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,31 @@ from tests.conftest import ServerProcess, start_server
 from tests.reliability.figures import record, scale
 from tests.reliability.support import Party, client, error_shape_problem, provision
 
-CODES = {400: {"bad_request"}, 401: {"unauthorized"}, 403: {"forbidden"}, 404: {"not_found"},
-         409: {"settled", "locked", "not_transferable", "irreversible", "conflict"},
-         413: {"too_large"}, 422: {"invalid"}, 503: {"unavailable"}}
+API_MD = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+
+
+def documented_codes(text: str) -> dict[int, set[str]]:
+    """The error codes each status may carry, read from api.md's status table (its rows
+    ``| 409 | `settled` (…), …; Additions: `withdrawn`, … |``): the contract is the one list,
+    so a code the contract adds is allowed here the day it is written there."""
+    codes: dict[int, set[str]] = {}
+    for line in text.splitlines():
+        match = re.fullmatch(r"\|\s*(\d{3})\s*\|(.*)\|\s*", line)
+        if match:
+            codes[int(match[1])] = set(re.findall(r"`([a-z_]+)`", match[2]))
+    return codes
+
+
+CODES = documented_codes(API_MD.read_text(encoding="utf-8"))
+
+
+def test_the_status_table_is_read_from_the_contract() -> None:
+    """The parse finds every status api.md's table lists, the Additions included (an empty or
+    missing set would make every error of that status a problem, or none at all)."""
+    assert set(CODES) == {400, 401, 403, 404, 409, 413, 422, 429, 503}
+    assert CODES[409] >= {"settled", "locked", "not_transferable", "irreversible", "conflict",
+                          "withdrawn", "expired", "seen", "too_late", "turn_stopped"}
+    assert CODES[422] == {"invalid"} and CODES[429] == {"rate_limited"}
 
 
 def problem_of(status: int, resp: Any) -> str | None:

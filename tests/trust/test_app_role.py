@@ -32,6 +32,7 @@ from psycopg import sql
 from maxclaw.auth.service import AuthService
 from maxclaw.db.database import Database
 from maxclaw.db.migrate import alembic_config
+from maxclaw.db.roles import privileged_role
 from maxclaw.db.urls import plain_url, with_database
 from tests.cards import CHOICE, ask_args
 from tests.conftest import start_server
@@ -129,6 +130,8 @@ async def test_serve_works_as_a_role_without_ddl_rights(roles: Roles, tmp_path: 
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     assert [line for line in lines if line.get("level") in ("error", "critical")] == []
     assert "permission denied" not in log.read_text()
+    assert privileged_role(roles.app_url) is None  # data rights only: no warning at start
+    assert "a superuser" not in log.read_text() and "the owner of" not in log.read_text()
 
     conn = await asyncpg.connect(roles.app_url)
     try:

@@ -173,7 +173,7 @@ async def test_mcp_ask_in_main_is_refused_in_the_models_words(harness: Harness) 
     backend = ServiceBackend(who, services.tools, services.agent_messages,
                              services.agent_threads)
     with pytest.raises(Refused) as refused:
-        await backend.ask(a.main_thread_id, "call_mcp1", ask_args(CHOICE))
+        await backend.run(a.main_thread_id, "call_mcp1", "ask_user_question", ask_args(CHOICE))
     assert refused.value.code == "forbidden" and "--for-main" in refused.value.message
     assert await _count(harness, a.main_thread_id) == 0
 

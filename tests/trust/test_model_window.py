@@ -1,8 +1,8 @@
 """Finding 2: claim and history are bounded (the model window, a cap and a cursor).
 
-A claim used to hand over the whole thread and ``history`` to read it all: one agent's thread of
-thousands of rows (or of 1 MiB rows) was read and encoded on the event loop every other user
-shares. Now both hand over the model window — the newest rows up to ``model_window_rows`` and
+Handing over a whole thread (a claim) or reading it all (``history``) would put one agent's thread
+of thousands of rows (or of 1 MiB rows) through the event loop every other user shares. So both
+hand over the model window — the newest rows up to ``model_window_rows`` and
 ``model_window_bytes``, never starting between a tool call and its results — and
 ``next_before_id``, with which ``history`` reads the window before it, down to the first row.
 The window's query reads no more rows than its cap (EXPLAIN ANALYZE, on the thread index).

@@ -1,7 +1,7 @@
 """Finding 2: realtime reads have a byte budget (catch-up pages and the hub's live batches).
 
-Both used to be cut by rows only (500 a catch-up page, 1,000 a live batch): a user with many
-1 MiB rows made one read carry hundreds of MiB through one event loop. Now every read
+Cut by rows only (500 a catch-up page, 1,000 a live batch), a user with many 1 MiB rows would
+make one read carry hundreds of MiB through one event loop. So every read
 (``realtime.store.read_changes``) stops at ``realtime_batch_bytes`` (or at one row bigger than
 that) and the reader continues from the cursor: each test checks that no read went over the
 budget, and that every row still arrives once, in order.

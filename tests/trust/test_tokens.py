@@ -1,4 +1,4 @@
-"""Finding 4: tokens no longer live forever.
+"""Finding 4: tokens do not live forever.
 
 ``GET/DELETE /v1/tokens`` for one's own tokens, ``expires_at``, ``last_used_at``, and a revoke
 that reaches every replica's cache at once (NOTIFY) and closes the token's sockets within 1 s;
@@ -105,7 +105,7 @@ async def test_a_revoke_reaches_every_replica_and_closes_sockets_within_1s(
         tokens = (await max_.http.get("/v1/tokens")).json()["tokens"]
         agent_id = next(t["id"] for t in tokens if t["role"] == "agent")
         user_id = next(t["id"] for t in tokens if t["role"] == "user")
-        # revoke the agent token on a: b refuses it at once (it was cached for 30 s before)
+        # revoke the agent token on a: b refuses it at once (its cache would keep it 30 s)
         assert (await max_.http.delete(f"/v1/tokens/{agent_id}")).status_code == 204
         start = time.monotonic()
         while (await on_b.get("/v1/agent/tools")).status_code != 401:

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import httpx
 import pytest
 
+from maxclaw.app import create_app
 from maxclaw.push.adapters.base import DeliveryError
 from maxclaw.push.adapters.http import HttpSender
 from maxclaw.push.addresses import is_private_ip
-from tests.conftest import Harness
+from tests.conftest import Harness, app_settings
 from tests.integration.push_fakes import Endpoint
 
 PUBLIC = "93.184.216.34"  # globally routable; nothing in this sandbox answers there
@@ -125,3 +127,95 @@ async def test_the_send_time_port_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     finally:
         await sender.close()
     assert "port 25 is not allowed" in caught.value.message and not caught.value.retryable
+
+
+# --- issue 28 item 11 and issue 34 finding 5 --------------------------------------------------
+
+FULL_WIDTH_LOOPBACK = "１２７.０.０.１"  # the HTTP client's URL parser reads 127.0.0.1
+
+
+@pytest.fixture
+async def allow_private(database_url: str) -> AsyncIterator[Harness]:
+    """The app with ``MAXCLAW_PUSH_ALLOW_PRIVATE_URLS=true``."""
+    app = create_app(app_settings(database_url, push_allow_private_urls=True))
+    async with app.router.lifespan_context(app):
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+        yield Harness(app=app, services=app.state.services, client=client)
+        await client.aclose()
+
+
+async def register_hook(a: Any, url: str) -> httpx.Response:
+    return await a.user.post("/v1/push/devices", json={
+        "platform": "webhook", "url": url, "secret": SECRET})
+
+
+async def test_a_host_that_does_not_resolve_is_refused_even_where_private_is_allowed(
+        allow_private: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = await allow_private.actor("max")
+    fake_dns(monkeypatch, [None])
+    resp = await register_hook(a, "https://rebind.test/h")
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["code"] == "invalid"
+    assert "did not resolve" in resp.json()["message"]
+    assert resp.json()["data"]["errors"][0]["loc"] == ["body", "url"]
+    # an address, or a name that resolves, is still taken (private ones: the operator's choice)
+    for url in ("http://127.0.0.1/h", "http://localhost/h"):
+        resp = await register_hook(a, url)
+        assert resp.status_code == 201, (url, resp.text)
+
+
+@pytest.mark.parametrize("url", [
+    "http://a..b/h", f"http://{'a' * 64}.example/h", f"http://{'a.' * 130}example/h",
+    f"http://{FULL_WIDTH_LOOPBACK}/h", "http://１２７.１/h", "https://\uff11.\uff11.\uff11.\uff11/h",
+    "http://[::1]\u3002/h", "http://exa\u200dmple..com/h"])
+async def test_invalid_or_disguised_hosts_are_422_never_500(
+        harness: Harness, allow_private: Harness, url: str) -> None:
+    for name, app in (("max", harness), ("ann", allow_private)):  # one database
+        a = await app.actor(name)
+        resp = await register_hook(a, url)
+        assert resp.status_code == 422, (url, resp.status_code, resp.text)
+        assert resp.json()["code"] == "invalid"
+
+
+async def test_a_full_width_address_is_judged_as_the_client_connects() -> None:
+    """Registration aside (a row written by an older version), the send refuses it too, and the
+    local receiver is never reached."""
+    async with Endpoint() as endpoint:
+        sender = HttpSender(timeout_s=1.5, allow_private=False)
+        sender.allowed_ports = frozenset({80, 443, endpoint.port})
+        try:
+            with pytest.raises(DeliveryError) as caught:
+                await sender.post(f"http://{FULL_WIDTH_LOOPBACK}:{endpoint.port}/hook",
+                                  content=b"{}", headers={}, what="webhook")
+        finally:
+            await sender.close()
+    assert endpoint.hits == []  # before: delivered to 127.0.0.1
+    assert not caught.value.retryable
+
+
+async def test_the_peer_of_every_connection_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the URL guard out of the way, the connection itself refuses a private peer: an IP
+    literal never goes through the resolver, so only the socket's address can be trusted."""
+    async with Endpoint() as endpoint:
+        sender = HttpSender(timeout_s=1.5, allow_private=False)
+        sender.allowed_ports = frozenset({80, 443, endpoint.port})
+
+        async def no_guard(url: str) -> None:
+            return None
+
+        monkeypatch.setattr(sender, "guard", no_guard)
+        try:
+            for url in (f"http://127.0.0.1:{endpoint.port}/hook",
+                        f"http://{FULL_WIDTH_LOOPBACK}:{endpoint.port}/hook"):
+                with pytest.raises(DeliveryError) as caught:
+                    await sender.post(url, content=b"{}", headers={}, what="webhook")
+                assert "private address 127.0.0.1" in caught.value.message
+                assert not caught.value.retryable
+        finally:
+            await sender.close()
+    assert endpoint.hits == []
+
+
+@pytest.mark.parametrize("address", ["fec0::1", "feff::1", "3fff::1", "3fff:fff::1"])
+def test_site_local_and_the_new_documentation_prefix_are_refused(address: str) -> None:
+    assert is_private_ip(address)

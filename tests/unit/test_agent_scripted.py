@@ -129,3 +129,30 @@ def test_the_plan_change_scenario_supersedes_and_withdraws() -> None:
     assert [c.name for c in replan.tool_calls] == ["ask_user_question", "withdraw_question"]
     assert replan.tool_calls[0].arguments["supersedes"] == ["$call:ask"]
     assert "ask-version" not in [e.id for e in scenario.level4_script().replies]
+
+
+def test_branches_on_what_a_tool_returned() -> None:
+    script = Script.model_validate({"replies": [
+        {"id": "read", "tool_calls": [{"name": "read_thread", "arguments": {"thread_id": "t"}}]},
+        {"id": "answer", "when": {"tool_says": "keep compatibility", "after": "read"},
+         "content": "answering"},
+    ], "default": {"content": "handing back"}})
+    model = ScriptedModel(script)
+    read = assistant(None, [("read_thread", {"thread_id": "t"})])
+    assert model.choose([user("Hand-off")]).id == "read"
+    said = {"role": "tool", "tool_call_id": "x0", "content": '{"text": "keep compatibility"}'}
+    assert model.choose([user("Hand-off"), read, said]).id == "answer"
+    silent = {"role": "tool", "tool_call_id": "x0", "content": '{"text": "nothing"}'}
+    # a user message with the words is not a tool result
+    assert model.choose([user("keep compatibility"), read, silent]).content == "handing back"
+
+
+def test_branches_on_what_a_tool_did_not_return() -> None:
+    script = Script.model_validate({"replies": [
+        {"id": "back", "when": {"tool_lacks": "keep compatibility"}, "content": "handing back"},
+    ], "default": {"content": "nothing"}})
+    model = ScriptedModel(script)
+    said = {"role": "tool", "tool_call_id": "x0", "content": '{"text": "keep compatibility"}'}
+    silent = {"role": "tool", "tool_call_id": "x0", "content": '{"text": "nothing"}'}
+    assert model.choose([user("Hand-off"), said]).content == "nothing"
+    assert model.choose([user("Hand-off"), silent]).id == "back"

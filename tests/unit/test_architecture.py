@@ -1,191 +1,99 @@
-"""The package map, enforced: which way imports go, and that no package cycle appears.
-
-Read from the source with ``ast`` (no import side effects), every ``import`` counted, also the
-ones inside functions and under ``TYPE_CHECKING``: a lazy import is still a dependency.
+"""The package map, enforced: every module has a declared layer (``tests/unit/layers.py``),
+imports go only downward and never across the client/server line, no two packages depend on
+each other (through an import or through a Protocol another package's service satisfies), and
+every document the code and the docs cite is in the repository.
 
     client  ──▶ wire ◀── server packages          (the wire models are the only shared part)
     launchers (cli, devserver, app, composition) ──▶ anything
-    api ──▶ services ──▶ stores                    (never upward)
+    api ──▶ surface ──▶ service ──▶ store ──▶ model ──▶ foundation     (never upward)
+
+Each rule (``tests/unit/package_map.py``) is a function of source text, run here once on a
+made-up bad example (so a rule that finds nothing cannot pass unnoticed) and once on the tree.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections import defaultdict
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
-ROOT = SRC / "maxclaw"
-# modules that assemble or launch the process; they may import both sides and every layer
-LAUNCHERS = {"maxclaw.cli", "maxclaw.devserver", "maxclaw.app", "maxclaw.composition",
-             "maxclaw.__init__", "maxclaw.__main__",
-             "maxclaw.secrets.cli"}  # `maxclaw secrets …`, a part of the CLI in its own file
-CLIENT_SIDE = ("maxclaw.client",)
-SHARED = ("maxclaw.wire",)
+from tests.unit.layers import LAYERS
+from tests.unit.package_map import (
+    ROOT,
+    Graph,
+    cycles,
+    declaration_problems,
+    import_graph,
+    import_problems,
+    missing_citations,
+    module_name,
+    package_graph,
+    protocol_edges,
+    read_sources,
+    repository_texts,
+    under,
+)
+
+# Imports against the layers that are allowed, each with its reason.
+ALLOWED_UPWARD = {
+    ("maxclaw.api.deps", "maxclaw.composition"): "routes are typed with the composition "
+    "root's type",
+}
+
+_GRAPH: Graph = {}
 
 
-def module_name(path: Path) -> str:
-    rel = path.relative_to(SRC).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(parts)
-
-
-def project_imports(path: Path) -> set[str]:
-    """The ``maxclaw.*`` modules ``path`` imports (``from a import b`` counts ``a.b`` when that
-    is a module, else ``a``)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    found: set[str] = set()
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("maxclaw"))
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
-            if not base.startswith("maxclaw"):
-                continue
-            for alias in node.names:
-                candidate = f"{base}.{alias.name}"
-                found.add(candidate if _is_module(candidate) else base)
-    return found
-
-
-def _is_module(name: str) -> bool:
-    path = SRC.joinpath(*name.split("."))
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
-
-
-def all_modules() -> dict[str, set[str]]:
-    return {module_name(p): project_imports(p) for p in sorted(ROOT.rglob("*.py"))}
-
-
-def package_of(module: str) -> str:
-    parts = module.split(".")
-    return ".".join(parts[:2]) if len(parts) > 1 else module
-
-
-def under(module: str, prefixes: tuple[str, ...]) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in prefixes)
-
-
-def layer(module: str) -> int | None:
-    """0 store (SQL only), 1 service (rules, transactions), 2 api; None for the rest."""
-    last = module.rsplit(".", 1)[-1]
-    if module.startswith("maxclaw.api"):
-        return 2
-    if last == "store" or last.endswith("_store"):
-        return 0
-    if last == "service" or last.endswith("_service"):
-        return 1
-    return None
+def all_modules() -> Graph:
+    """The real tree's import graph (read once per run)."""
+    if not _GRAPH:
+        _GRAPH.update(import_graph(read_sources()))
+    return _GRAPH
 
 
 def test_the_map_reads_real_modules() -> None:
     modules = all_modules()
     # guards the test itself: a parser that found nothing would pass everything below
+    assert len(modules) > 100
     assert "maxclaw.components.service" in modules
-    assert "maxclaw.components.store" in modules["maxclaw.components.service"]
+    assert "maxclaw.components.store" in modules["maxclaw.components.moves"]
     assert "maxclaw.wire.models" in modules["maxclaw.client.http"]
 
 
-def test_the_client_imports_nothing_of_the_server() -> None:
-    wrong = {m: sorted(i for i in imps if not under(i, CLIENT_SIDE + SHARED))
-             for m, imps in all_modules().items() if under(m, CLIENT_SIDE)}
-    assert {m: i for m, i in wrong.items() if i} == {}
+# ----- every module declared -----
 
 
-def test_the_server_imports_nothing_of_the_client() -> None:
-    wrong = {m: sorted(i for i in imps if under(i, CLIENT_SIDE))
-             for m, imps in all_modules().items()
-             if not under(m, CLIENT_SIDE) and m not in LAUNCHERS}
-    assert {m: i for m, i in wrong.items() if i} == {}
+def test_the_declaration_check_finds_undeclared_modules() -> None:
+    layers = {"maxclaw.a": "store", "maxclaw.gone": "service", "maxclaw.b": "middle"}
+    assert declaration_problems({"maxclaw.a", "maxclaw.b", "maxclaw.new"}, layers) == [
+        "maxclaw.new: no declared layer (add it to tests/unit/layers.py)",
+        "maxclaw.gone: declared but not in src",
+        "maxclaw.b: unknown layer 'middle'",
+    ]
 
 
-def test_the_wire_models_are_a_leaf() -> None:
-    wrong = {m: sorted(i for i in imps if not under(i, SHARED))
-             for m, imps in all_modules().items() if under(m, SHARED)}
-    assert {m: i for m, i in wrong.items() if i} == {}
+def test_every_module_has_a_declared_layer() -> None:
+    assert declaration_problems(set(all_modules()), LAYERS) == []
 
 
-def test_no_module_imports_upward() -> None:
-    """Stores never import services or the api; services never import the api; and only the
-    launchers import the composition root."""
-    wrong: dict[str, list[str]] = {}
-    for module, imps in all_modules().items():
-        if module in LAUNCHERS:
-            continue
-        mine = layer(module)
-        for target in imps:
-            theirs = layer(target)
-            upward = mine is not None and theirs is not None and theirs > mine
-            if upward or target in LAUNCHERS - {"maxclaw.__init__"}:
-                wrong.setdefault(module, []).append(target)
-    # the api may read the composition root's type (routes are typed with it)
-    allowed = {("maxclaw.api.deps", "maxclaw.composition")}
-    wrong = {m: [t for t in ts if (m, t) not in allowed] for m, ts in wrong.items()}
-    assert {m: t for m, t in wrong.items() if t} == {}
+# ----- imports go down, and never across the client/server line -----
 
 
-def package_graph() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = defaultdict(set)
-    for module, imps in all_modules().items():
-        if module in LAUNCHERS:
-            continue
-        src = package_of(module)
-        for target in imps:
-            dst = package_of(target)
-            if dst != src and target not in LAUNCHERS:
-                graph[src].add(dst)
-    return graph
+def test_the_import_check_finds_upward_and_cross_imports() -> None:
+    layers = {"m.api": "api", "m.svc": "service", "m.store": "store", "m.cli": "launcher",
+              "m.client": "client", "m.wire": "wire", "m.rows": "model"}
+    graph = {"m.store": {"m.svc", "m.rows"}, "m.svc": {"m.store", "m.wire", "m.cli"},
+             "m.api": {"m.svc", "m.client"}, "m.client": {"m.wire", "m.rows"},
+             "m.wire": {"m.rows"}, "m.cli": {"m.api", "m.client"}, "m.rows": set()}
+    assert import_problems(graph, layers) == {
+        "m.store": ["m.svc (service)"], "m.svc": ["m.cli (launcher)"],
+        "m.api": ["m.client (client)"], "m.client": ["m.rows (model)"],
+        "m.wire": ["m.rows (model)"]}
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one package (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in graph.get(node, ()):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                item = stack.pop()
-                on_stack.discard(item)
-                component.append(item)
-                if item == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in list(graph):
-        if node not in index:
-            visit(node)
-    return found
-
-
-def test_cycle_finder_finds_a_cycle() -> None:
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-
-
-def test_no_package_cycles() -> None:
-    assert cycles(package_graph()) == []
+def test_no_module_imports_against_the_map() -> None:
+    """Stores never import services or the api; services never import the api; the client and
+    the server share only ``wire``; only the launchers import the composition root."""
+    assert import_problems(all_modules(), LAYERS, ALLOWED_UPWARD) == {}
 
 
 def test_card_definitions_are_a_leaf() -> None:
@@ -194,6 +102,68 @@ def test_card_definitions_are_a_leaf() -> None:
     wrong = {m: sorted(i for i in imps if not under(i, foundations))
              for m, imps in all_modules().items() if under(m, ("maxclaw.cards",))}
     assert {m: i for m, i in wrong.items() if i} == {}
+
+
+# ----- no package cycles, also through a Protocol -----
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# a cycle that no import shows: a service typed with a Protocol another package's service meets
+_HIDDEN = {
+    "maxclaw.cards": "",
+    "maxclaw.cards.service": '''
+from maxclaw.queue.service import QueueService
+
+class CardService:
+    def __init__(self, queue: QueueService) -> None: ...
+    async def answer(self, card_id: str) -> None: ...
+''',
+    "maxclaw.queue": "",
+    "maxclaw.queue.service": '''
+from typing import Protocol
+from maxclaw.clock import Clock
+
+class Answerer(Protocol):
+    async def answer(self, card_id: str) -> None: ...
+
+class QueueService:
+    def __init__(self, cards: "Answerer", clock: Clock) -> None: ...
+''',
+    # a Protocol met by something that is no service (an injected clock) adds no edge
+    "maxclaw.clock": '''
+from typing import Protocol
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+class SystemClock:
+    def now(self) -> float: ...
+''',
+}
+_HIDDEN_LAYERS = {"maxclaw.cards": "model", "maxclaw.cards.service": "service",
+                  "maxclaw.queue": "model", "maxclaw.queue.service": "service",
+                  "maxclaw.clock": "foundation"}
+
+
+def test_the_cycle_check_sees_through_a_protocol() -> None:
+    graph = import_graph(_HIDDEN)
+    assert graph["maxclaw.cards.service"] == {"maxclaw.queue.service"}
+    assert graph["maxclaw.queue.service"] == {"maxclaw.clock"}  # no import back to cards
+    assert protocol_edges(_HIDDEN, graph, _HIDDEN_LAYERS) == {
+        ("maxclaw.queue", "maxclaw.cards", "maxclaw.queue.service.Answerer")}
+    assert cycles(package_graph(_HIDDEN, graph, _HIDDEN_LAYERS)) == [
+        ["maxclaw.cards", "maxclaw.queue"]]
+
+
+def test_no_package_cycles() -> None:
+    """No two packages depend on each other, by import or through a Protocol."""
+    sources = read_sources()
+    found = cycles(package_graph(sources, all_modules(), LAYERS))
+    through_protocols = sorted(protocol_edges(sources, all_modules(), LAYERS))
+    assert found == [], through_protocols
 
 
 # ----- typed rows at the store boundary -----
@@ -207,7 +177,7 @@ _UNTYPED = re.compile(r"\bAny\b|\bRecord\b")
 
 
 def store_modules() -> list[Path]:
-    return [p for p in sorted(ROOT.rglob("*.py")) if layer(module_name(p)) == 0]
+    return [p for p in sorted(ROOT.rglob("*.py")) if LAYERS.get(module_name(p)) == "store"]
 
 
 def untyped_store_functions() -> set[str]:
@@ -259,11 +229,14 @@ STATEMENT_EXCEPTIONS: dict[str, str] = {
     "maxclaw.push.action_token_store.REVOKE_FOR_DECISION":
         "$1 is the decision id; action tokens' to change",
     "maxclaw.turns.store.START_TURN": "$6 is the user; the turn store's to change",
-    "maxclaw.turns.store.MODEL_WINDOW": "interpolates the window size _SIZE; turns' to change",
     "maxclaw.realtime.store.READ_THREADS":
         "interpolates the shared cursor predicate _AFTER; realtime's to change",
     "maxclaw.realtime.store.READ_MESSAGES": "as READ_THREADS",
+    "maxclaw.realtime.store.READ_MESSAGES_CUT": "as READ_THREADS",
     "maxclaw.realtime.store.READ_DECISIONS": "as READ_THREADS",
+    "maxclaw.search.store.SEARCH":
+        "interpolates schema.SEARCH_TEXT and SEARCHABLE_MESSAGE: the search must spell the "
+        "indexed expression exactly as the GIN indexes do, so it is written once",
 }
 # a statement is SQL text that starts (after comments and blank lines) with one of these
 _STATEMENT = re.compile(r"\A\s*(?:--[^\n]*\n\s*)*(?:WITH|SELECT|INSERT|UPDATE|DELETE)\b")
@@ -429,3 +402,40 @@ def test_joins_to_user_keyed_tables_name_the_user() -> None:
     found = {f"{module_name(p)}.{name}": joins for p in store_modules()
              for name, joins in join_problems(p.read_text()).items()}
     assert found == {}
+
+
+# ----- every cited document is in the repository -----
+
+# ``*.md`` strings that name no document, each with its reason
+NOT_CITATIONS = {
+    "tests/integration/test_agent_openai.py: notes/plan.md":
+        "a file the scripted agent writes in its workspace",
+}
+
+
+def test_the_citation_check_finds_missing_documents() -> None:
+    exists = {"README.md", "docs/api.md", "docs/operations.md", "src/pkg/notes.md"}
+    texts = {
+        "src/pkg/mod.py": "# the contract: api.md, domain.md and docs/operations.md#retention"
+                          "\n# see notes.md; ../../README.md; https://example.org/x/CHANGES.md",
+        "docs/operations.md": "[the contract](api.md#errors), [style](../shared/spec/style.md)",
+        "tests/test_x.py": '"""docs/nowhere.md, /work/shared/spec/api.md"""',
+    }
+    assert missing_citations(texts, exists) == [
+        "docs/operations.md: ../shared/spec/style.md",
+        "src/pkg/mod.py: domain.md",
+        "tests/test_x.py: /work/shared/spec/api.md",
+        "tests/test_x.py: docs/nowhere.md",
+    ]
+
+
+def test_every_cited_document_is_in_the_repository() -> None:
+    """A reference in the code, the tests or the docs to a ``*.md`` file (``api.md``,
+    ``docs/operations.md#retention``; a bare name is looked for in docs/ too) names a file of
+    this repository: a reader with a clone can open what the code says it implements."""
+    # this file names documents as data (the made-up ones of the example, the known misses)
+    texts, exists = repository_texts(leave_out=Path(__file__).resolve())
+    assert len(texts) > 200 and "docs/api.md" in exists  # guards the walk itself
+    missing = [m for m in missing_citations(texts, exists) if m not in NOT_CITATIONS]
+    assert missing == []
+    assert sorted(NOT_CITATIONS.keys() - set(missing_citations(texts, exists))) == []

@@ -49,7 +49,7 @@ def test_tools_offered_by_thread_kind() -> None:
     assert tools_offered("background") == []
     assert tools_offered("work") == ["ask_user_question", "withdraw_question"]
     assert tools_offered("main") == ["ask_user_question", "withdraw_question", "answer_for_max",
-                                     "hand_back"]
+                                     "hand_back", "list_open_questions", "read_thread"]
 
 
 def definition(question: dict[str, Any], stakes: str = "normal") -> Any:

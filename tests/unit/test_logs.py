@@ -1,4 +1,5 @@
-"""Structured logs carry only whitelisted fields: a body or an answer never reaches the output."""
+"""Structured logs carry every field a call passes; a field named like content or a credential,
+and a credential-shaped value, never reach the output."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from maxclaw.logs import SAFE_FIELDS, JsonFormatter, TextFormatter, configure_logging
+from maxclaw.logs import REDACTED, JsonFormatter, TextFormatter, configure_logging
 
 SECRET = "hunter2-the-deploy-token"
 
@@ -21,7 +22,7 @@ def record(**extra: object) -> logging.LogRecord:
     return rec
 
 
-def test_json_formatter_keeps_safe_fields_and_drops_the_rest() -> None:
+def test_json_formatter_keeps_every_field_and_redacts_content_by_name() -> None:
     line = JsonFormatter().format(record(component_id="call_7:q1", status=200, body=SECRET,
                                          answer={"text": SECRET}, text=SECRET))
     out = json.loads(line)
@@ -31,20 +32,59 @@ def test_json_formatter_keeps_safe_fields_and_drops_the_rest() -> None:
     assert out["ts"].endswith("+00:00")
     assert out["component_id"] == "call_7:q1"
     assert out["status"] == 200
-    assert not {"body", "answer", "text"} & set(out)
+    assert out["body"] == out["answer"] == out["text"] == REDACTED
     assert SECRET not in line
 
 
-def test_text_formatter_drops_the_same_fields() -> None:
+def test_a_field_no_list_knows_is_logged() -> None:
+    """The pruner's row counts, the dispatcher's outbox ids, a sweep's counts: whatever a call
+    passes reaches the output, in both formats."""
+    fields = {"rows": {"messages": 12, "turns": 3}, "outbox_ids": [4, 5],
+              "unwatched": 2, "a_field_added_tomorrow": "value-42"}
+    out = json.loads(JsonFormatter().format(record(**fields)))
+    assert {k: out[k] for k in fields} == fields
+    text = TextFormatter().format(record(**fields))
+    assert "a_field_added_tomorrow=value-42" in text and "unwatched=2" in text
+    assert "outbox_ids=[4, 5]" in text
+
+
+def test_text_formatter_redacts_the_same_fields() -> None:
     line = TextFormatter().format(record(thread_id="t-1", body=SECRET))
     assert line.startswith("I maxclaw.test: answer posted")
     assert "thread_id=t-1" in line
     assert SECRET not in line
 
 
-def test_no_whitelisted_field_names_content() -> None:
-    # the whitelist is the guarantee; a field that names content would break it
-    assert not {"body", "answer", "answer_text", "text", "content", "secret", "token"} & SAFE_FIELDS
+SECRET_HOLDERS = ["body", "answer", "answer_text", "text", "content", "arguments", "secret",
+                  "token", "action_token", "Authorization", "password", "display",
+                  "source_meta", "messages", "tool_calls", "ticket", "webhook_secret"]
+CREDENTIALS = ["mc_u_" + "A" * 43, "mc_a_" + "b-_" * 14, "mcpa_" + "Z" * 43,
+               "mc_k_" + "k" * 43]
+
+
+@pytest.mark.parametrize("formatter", [JsonFormatter(), TextFormatter()])
+def test_no_secret_value_reaches_the_log(formatter: logging.Formatter) -> None:
+    """Under every name a secret answer or a credential travels by, at any depth, and as any
+    credential-shaped value under a harmless name, in the message too."""
+    for name in SECRET_HOLDERS:
+        nested = {"payload": {name: SECRET}, "items": [{name: SECRET}]}
+        line = formatter.format(record(**{name: SECRET}))
+        assert SECRET not in line, (name, line)
+        line = formatter.format(record(**{name: {"inner": SECRET, "list": [SECRET]}}))
+        assert SECRET not in line, (name, line)
+        if name not in ("body", "answer", "answer_text", "text", "content", "arguments",
+                        "display", "source_meta", "messages", "tool_calls"):
+            line = formatter.format(record(**nested))
+            assert SECRET not in line, (name, line)
+    for credential in CREDENTIALS:
+        for value in (credential, f"Bearer {credential}", f"/v1/ws?ticket={credential}&x=1",
+                      {"headers": {"X-Header": f"bearer {credential}"}}, [credential]):
+            rec = record(url=value, error=value, harmless=value)
+            rec.msg, rec.args = "sent %s", (value,)
+            line = formatter.format(rec)
+            assert credential not in line, (value, line)
+    url = formatter.format(record(url="postgresql://maxclaw:pa55word@db/maxclaw"))
+    assert "pa55word" not in url and "maxclaw:***@db" in url
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from maxclaw.components.machine import (
     SETTLED,
     TRANSITIONS,
     UNSETTLED,
+    Actor,
     Effect,
     Status,
     Surface,
@@ -85,10 +86,11 @@ def test_a_withdrawn_or_expired_card_says_so_from_every_row() -> None:
     assert transition("withdraw", Surface.TOOL).refusal(Status.ANSWERED) == "settled"
 
 
-def test_settled_statuses_have_no_way_out_but_revoke() -> None:
+def test_settled_statuses_have_no_way_out_but_revoke_and_retract() -> None:
     for t in TRANSITIONS:
         for source in t.sources & SETTLED:
-            assert (t.name, source) == ("revoke", Status.MAIN_ANSWERED)
+            assert (t.name, source) in {("revoke", Status.MAIN_ANSWERED),
+                                        ("retract", Status.ANSWERED)}
     assert set(Status) == UNSETTLED | SETTLED and not UNSETTLED & SETTLED
 
 
@@ -115,8 +117,9 @@ def test_answers_settle_the_carrier_and_wake_the_thread() -> None:
     for t in TRANSITIONS:
         if t.target in (Status.ANSWERED, Status.MAIN_ANSWERED):
             answer = (Effect.ANSWER_MESSAGE, Effect.SETTLE_CARRIER)
-            assert t.effects == answer or t.effects == (Effect.ORIGIN_EVENT, *answer,
-                                                        Effect.TELL_MAX), t.key
+            # Max's answers tell Main's thread when Main held the card (issue 31, item 4)
+            assert t.effects == (*answer, Effect.TELL_MAIN) or t.effects == (
+                Effect.ORIGIN_EVENT, *answer, Effect.TELL_MAX), t.key
     # Main's answer: the history row first, Max told after the carrier settled (its withdraw
     # goes first)
     assert transition("answer_for_max", Surface.MAIN).effects == (
@@ -128,11 +131,43 @@ def test_answers_settle_the_carrier_and_wake_the_thread() -> None:
     assert transition("revoke", Surface.PUSH).effects == transition("revoke",
                                                                     Surface.CARD).effects
     assert Effect.HANDOFF_MESSAGE in transition("to-main", Surface.SWEEP).effects
+    # Max's three places to answer have one set of effects (the card's lock aside)
+    assert len({transition("answer", s).effects for s in MAX_SURFACES}) == 1
+
+
+def test_main_timeout_hands_back_as_main_does_and_tells_main() -> None:
+    t = transition("main-timeout", Surface.SWEEP)
+    assert t.sources == {Status.WITH_MAIN} and t.target is Status.HANDED_BACK
+    assert t.actor is Actor.SWEEPER
+    hand_back = transition("hand_back", Surface.MAIN)
+    assert t.target is hand_back.target
+    assert t.effects == (*hand_back.effects, Effect.TELL_MAIN)
+    assert machine.MAIN_TIMEOUT_NOTE == "Main did not decide"
+
+
+def test_the_fused_answer_leaves_cards_with_main_to_the_general_path() -> None:
+    from maxclaw.components.answers import FUSED_EFFECTS, fused_sources
+    for surface in MAX_SURFACES:
+        t = transition("answer", surface)
+        assert Status.WITH_MAIN.value not in fused_sources(t)
+        assert set(fused_sources(t)) == {s.value for s in t.sources} - {Status.WITH_MAIN.value}
+        # what the one statement does not run does nothing for its from-states
+        assert set(t.effects) - set(FUSED_EFFECTS) == {Effect.TELL_MAIN}
+
+
+def test_retract_takes_back_only_max_answers() -> None:
+    t = transition("retract", Surface.CARD)
+    assert t.sources == {Status.ANSWERED} and t.target is Status.OPEN and t.clears_answer
+    assert t.effects == (Effect.WITHDRAW_ANSWER, Effect.REOPEN_CARRIER, Effect.REDUE)
+    assert t.refusal(Status.MAIN_ANSWERED) == "settled"
+    assert t.refusal(Status.OPEN) == "conflict"
+    assert t.refusal(Status.WITHDRAWN) == "withdrawn"
+    assert {"seen", "too_late"} <= set(ComponentError.MESSAGES)
 
 
 def test_the_sweep_claims_what_the_table_says() -> None:
     """The claim's status is written out for the partial index; it must be the sweep rows'."""
-    from maxclaw.components import store
+    from maxclaw.components import sweep_store as store
     from maxclaw.db.schema import message_components
     due = [transition("to-main", Surface.SWEEP), transition("keep-open", Surface.SWEEP),
            transition("unwatched", Surface.SWEEP)]
@@ -147,6 +182,12 @@ def test_the_sweep_claims_what_the_table_says() -> None:
     assert listed in store.CLAIM_EXPIRED
     index = next(i for i in message_components.indexes if i.name == "message_components_expiry")
     assert listed in str(index.dialect_options["postgresql"]["where"])
+    # the main-timeout claim and its index spell out the main-timeout row's from-state
+    assert transition("main-timeout", Surface.SWEEP).sources == {Status.WITH_MAIN}
+    assert "status = 'with-main' AND main_due_at <= $1" in store.CLAIM_MAIN_TIMEOUT
+    index = next(i for i in message_components.indexes
+                 if i.name == "message_components_main_due")
+    assert str(index.dialect_options["postgresql"]["where"]) == "status = 'with-main'"
 
 
 def test_the_schema_allows_every_status() -> None:

@@ -90,8 +90,9 @@ def test_the_handed_back_payload_is_the_question_with_the_note() -> None:
     assert render(apns(back), 0)[0].message["aps"]["category"] == CATEGORY_CHOICE
 
 
-def test_mains_answer_ends_the_live_activity() -> None:
+def test_mains_answer_is_one_alert() -> None:
+    """Its Live Activity follows from the settled decision (an ``activity`` row), not from
+    this push."""
     payload = main_answered_payload(decision(), "Refactor", "Main answered …", None)
-    _, activity = render(apns(payload, live_activity_token="b2" * 40), now_s=50)
-    assert activity.message["aps"]["event"] == "end"
-    assert activity.message["aps"]["content-state"]["status"] == "settled"
+    [alert] = render(apns(payload, live_activity_token="b2" * 40), now_s=50)
+    assert alert.push_type == "alert"

@@ -105,26 +105,90 @@ def test_apns_withdraw_is_a_silent_background_push() -> None:
     assert headers["apns-collapse-id"] == "ask:call_1:q1"
 
 
-def test_apns_live_activity_update_and_end() -> None:
-    activity = "b2" * 40
+# Apple's keys of a Live Activity push's ``aps`` per event ("Starting and updating Live
+# Activities with ActivityKit push notifications"): allowed, and required
+APPLE_ALLOWED = {
+    "start": {"timestamp", "event", "content-state", "attributes-type", "attributes", "alert",
+              "stale-date", "relevance-score", "dismissal-date", "input-push-token"},
+    "update": {"timestamp", "event", "content-state", "stale-date", "alert", "relevance-score",
+               "dismissal-date"},
+    "end": {"timestamp", "event", "content-state", "stale-date", "dismissal-date"},
+}
+APPLE_REQUIRED = {
+    "start": {"timestamp", "event", "content-state", "attributes-type", "attributes"},
+    "update": {"timestamp", "event", "content-state"},
+    "end": {"timestamp", "event"},
+}
+
+
+def activity_row(event: str, cards: list[dict[str, Any]], token: str = "b2" * 40,
+                 outbox_id: int = 41) -> Delivery:
+    payload = {"v": 1, "kind": "live-activity", "event": event, "token": token,
+               "timestamp": 1234, "open_count": len(cards), "cards": cards}
+    return delivery(payload, kind="activity", outbox_id=outbox_id)
+
+
+def a_card(i: int, question: str = "Keep the old field?") -> dict[str, Any]:
+    return {"decision_id": i, "component_id": f"call_{i}:q1", "thread_id": None,
+            "title": "Refactor", "question": question, "secret": False}
+
+
+def checked_activity(req: Any, event: str) -> dict[str, Any]:
+    """The ``aps`` of one Live Activity request, after checking it against Apple's rules."""
+    headers = req.headers()
+    assert headers["apns-push-type"] == "liveactivity"
+    assert headers["apns-topic"] == "com.example.maxclaw.push-type.liveactivity"
+    assert headers["apns-priority"] in ("5", "10")
+    assert "apns-collapse-id" not in headers
+    assert set(req.message) == {"aps"}
+    aps: dict[str, Any] = req.message["aps"]
+    assert APPLE_REQUIRED[event] <= set(aps) <= APPLE_ALLOWED[event], set(aps)
+    assert aps["event"] == event
+    assert isinstance(aps["timestamp"], int)
+    assert len(json_bytes(req.message)) <= MAX_PAYLOAD
+    return aps
+
+
+@pytest.mark.parametrize("event", ["start", "update", "end"])
+def test_apns_live_activity_events_carry_only_apples_keys(event: str) -> None:
+    cards = [] if event == "end" else [a_card(2), a_card(1)]
+    [req] = render(activity_row(event, cards), now_s=99)
+    aps = checked_activity(req, event)
+    assert req.token == "b2" * 40
+    assert aps["timestamp"] == 1234  # when the state was computed, not when it was sent
+    assert aps["content-state"] == {"open_count": len(cards), "cards": cards}
+    if event == "start":
+        assert aps["attributes-type"] == "MaxClawQuestionsAttributes"
+        assert aps["alert"]["body"] == "2 open questions"
+    if event == "end":
+        assert aps["dismissal-date"] == 1234
+        assert req.headers()["apns-priority"] == "5"
+    else:
+        assert req.headers()["apns-priority"] == "10"
+
+
+def test_apns_live_activity_drops_the_oldest_cards_to_fit_4096_bytes() -> None:
+    cards = [a_card(i, "🙂" * 120) for i in range(5, 0, -1)]  # 4 bytes a character
+    payload = activity_row("update", cards).payload
+    payload["cards"] = [{**c, "title": "🙂" * 60} for c in cards]
+    [req] = render(delivery(payload, kind="activity"), now_s=0)
+    aps = checked_activity(req, "update")
+    shown = aps["content-state"]["cards"]
+    assert 0 < len(shown) < 5
+    assert [c["decision_id"] for c in shown] == [5, 4, 3, 2, 1][:len(shown)]
+    assert aps["content-state"]["open_count"] == 5
+
+
+def test_apns_question_pushes_carry_no_live_activity() -> None:
+    """The activity is the ``activity`` rows' (every open card); a question's own push never
+    updates or ends it, even on a device with an activity token."""
     payload = build_payload(a_decision(), "Refactor")
-    alert, update = render(delivery(payload, live_activity_token=activity), now_s=1234)
-    assert alert.push_type == "alert"
-    assert update.token == activity
-    assert update.headers()["apns-topic"] == "com.example.maxclaw.push-type.liveactivity"
-    assert update.headers()["apns-push-type"] == "liveactivity"
-    assert "apns-collapse-id" not in update.headers()
-    aps = update.message["aps"]
-    assert aps["event"] == "update"
-    assert aps["timestamp"] == 1234
-    assert aps["content-state"]["status"] == "open"
-    assert aps["content-state"]["component_id"] == "call_1:q1"
-    _, end = render(delivery(withdraw_payload(a_decision()), kind="withdraw", outbox_id=42,
-                             live_activity_token=activity), now_s=1300)
-    assert end.message["aps"]["event"] == "end"
-    assert end.message["aps"]["content-state"]["status"] == "settled"
-    assert end.message["aps"]["dismissal-date"] == 1300
-    assert end.apns_id != update.apns_id
+    assert [r.push_type for r in render(delivery(payload, live_activity_token="b2" * 40),
+                                        0)] == ["alert"]
+    assert [r.push_type for r in render(delivery(withdraw_payload(a_decision()),
+                                                 kind="withdraw",
+                                                 live_activity_token="b2" * 40), 0)] == [
+        "background"]
 
 
 def test_apns_message_fits_4096_bytes() -> None:

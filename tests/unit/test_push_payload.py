@@ -35,10 +35,11 @@ def test_choice_with_allow_other_is_the_spec_example() -> None:
     assert payload == {
         "v": 1, "kind": "agent-question", "decision_id": 12, "component_id": "call_7:q1",
         "thread_id": THREAD, "title": "Refactor", "body": "Keep the old field for one version?",
-        "actions": [{"id": "opt:keep", "title": "Keep one version"},
+        "actions": [{"id": "opt:keep", "title": "Keep one version", "recommended": True},
                     {"id": "opt:drop", "title": "Remove it now"},
                     {"id": "other", "title": "Other…", "input": True}],
-        "reply": {"placeholder": "Reply…"}, "collapse_id": "ask:call_7:q1", "secret": False}
+        "reply": {"placeholder": "Reply…"}, "multiple": False, "collapse_id": "ask:call_7:q1",
+        "secret": False, "urgency": "normal"}
 
 
 def test_recommended_first_keeps_the_order_within_each_group() -> None:

@@ -15,10 +15,11 @@ from maxclaw.cards.text import card_answer_meta, card_answer_text
 from maxclaw.components.machine import UNSETTLED, statuses
 from maxclaw.errors import Invalid
 from maxclaw.timeline.projections import thread_state
+from maxclaw.turns.background import JobReport, job_report
 from maxclaw.turns.guard import looks_forged
 from maxclaw.turns.history import answered_components
 
-MIGRATION = Path(__file__).parents[2] / "alembic" / "versions" / "0006_life_b.py"
+MIGRATION = Path(__file__).parents[2] / "alembic" / "versions" / "0012_life_b.py"
 CALL = {"id": "call_1", "name": "ask_user_question", "arguments": {
     "title": "Plan", "questions": [
         {"id": "q1", "kind": "choice", "question": "Which?",
@@ -35,11 +36,14 @@ def test_the_trigger_counts_exactly_the_unsettled_statuses() -> None:
     assert sorted(s.strip(" '") for s in declared.group(1).split(",")) == statuses(UNSETTLED)
 
 
-@pytest.mark.parametrize(("turn_state", "open_cards", "state"), [
-    ("running", 0, "running"), ("queued", 3, "running"), ("running", 2, "running"),
-    ("idle", 2, "waiting for you"), ("idle", 0, "idle")])
-def test_thread_state(turn_state: str, open_cards: int, state: str) -> None:
-    assert thread_state(turn_state, open_cards) == state
+@pytest.mark.parametrize(("turn_state", "open_cards", "jobs", "state"), [
+    ("running", 0, 0, "running"), ("queued", 3, 0, "running"), ("running", 2, 0, "running"),
+    ("running", 0, 2, "running"), ("queued", 0, 1, "running"),
+    ("idle", 2, 0, "waiting for you"), ("idle", 2, 3, "waiting for you"),
+    ("idle", 0, 1, "working in the background"), ("idle", 0, 2, "working in the background"),
+    ("idle", 0, 0, "idle")])
+def test_thread_state(turn_state: str, open_cards: int, jobs: int, state: str) -> None:
+    assert thread_state(turn_state, open_cards, jobs) == state
 
 
 def test_card_answers_are_validated_with_their_paths() -> None:
@@ -69,3 +73,30 @@ def test_one_message_for_a_card_names_each_answer_and_hides_secrets_in_meta() ->
     assert "s3cret" not in str(meta)
     row = SimpleNamespace(source_meta=meta)  # the one attribute a message row is read for
     assert answered_components([row]) == ["call_1:q1", "call_1:q2"]  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(("meta", "report"), [
+    (None, None), ({}, None), ({"link": "x"}, None),
+    ({"backgroundJob": {"job_id": "job_1", "phase": "started", "command": "make"}},
+     JobReport("job_1", "started")),
+    ({"backgroundJob": {"job_id": "job_1", "phase": "finished", "exit_code": 0}},
+     JobReport("job_1", "finished")),
+    # a report without a phase is an end: what runtimes posted before starts were reported
+    ({"backgroundJob": {"job_id": "job_1", "exit_code": 0, "tail": "ok"}},
+     JobReport("job_1", "finished"))])
+def test_a_background_job_report_is_read(meta: dict[str, object] | None,
+                                         report: JobReport | None) -> None:
+    assert job_report(meta) == report
+
+
+@pytest.mark.parametrize(("job", "field"), [
+    ("job_1", []), (["job_1"], []), ({}, ["job_id"]), ({"job_id": ""}, ["job_id"]),
+    ({"job_id": "  "}, ["job_id"]), ({"job_id": 7}, ["job_id"]),
+    ({"job_id": "j" * 201}, ["job_id"]),
+    ({"job_id": "job_1", "phase": "running"}, ["phase"]),
+    ({"job_id": "job_1", "phase": None}, ["phase"])])
+def test_a_malformed_background_job_report_names_its_field(job: object,
+                                                           field: list[str]) -> None:
+    with pytest.raises(Invalid) as caught:
+        job_report({"backgroundJob": job})
+    assert caught.value.errors[0]["loc"] == ["body", "source_meta", "backgroundJob", *field]

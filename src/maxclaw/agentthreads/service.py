@@ -24,6 +24,7 @@ from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.service import TimelineService, check_limit
 from maxclaw.turns import store as turn_store
 from maxclaw.turns.history import answered_components, chat_message
+from maxclaw.wire.models import Components, Thread
 
 RUNNING = ("A runtime is running a turn in this thread; that turn's inbox delivers what "
            "arrives, at its next step.")
@@ -39,10 +40,13 @@ class AgentThreadService:
         self.timeline = timeline
         self.secrets = secrets  # opens sealed secret answers for the model (get_answers)
 
-    async def create_thread(self, who: Principal, title: str, kind: str) -> dict[str, Any]:
+    async def create_thread(self, who: Principal, title: str, kind: str) -> Thread:
         """A new thread of the agent's user (an unbound token only: a bound one has its thread)."""
         if who.thread_id is not None:
             raise Forbidden("A thread-bound agent token cannot create threads; it has its own.")
+        if title:  # the echo guard: a title is shown everywhere and never masked
+            async with self.db.connection() as conn:
+                await self.secrets.refuse_user_echo(conn, who.user_id, {"title": title})
         return await self.timeline.create_thread(who, title, kind, None)
 
     async def inbox(self, who: Principal, thread_id: str) -> dict[str, Any]:
@@ -73,7 +77,7 @@ class AgentThreadService:
         return {"messages": [chat_message(r) for r in model_rows]}
 
     async def components(self, who: Principal, thread_id: str,
-                         limit: int = 100) -> dict[str, Any]:
+                         limit: int = 100) -> Components:
         """The thread's cards with their states, oldest first (never a secret answer)."""
         thread_id = parse_uuid(thread_id)
         who.check_thread(thread_id)
@@ -81,4 +85,5 @@ class AgentThreadService:
             if await timeline_store.get_thread(conn, who.user_id, thread_id) is None:
                 raise NotFound("No such thread.")
             rows = await store.thread_cards(conn, who.user_id, thread_id, check_limit(limit))
-        return {"components": [component_projection(r, definition_of(r)) for r in rows]}
+        return Components.model_validate(
+            {"components": [component_projection(r, definition_of(r)) for r in rows]})

@@ -20,19 +20,26 @@ def bearer_token(request: Request) -> str | None:
     return token.strip()
 
 
+# the scope key under which BodyGuard (api/middleware.py) leaves the caller it authenticated
+# from the headers, before reading the body
+PRINCIPAL = "maxclaw.principal"
+
+
 async def _principal(request: Request) -> Principal:
+    known: Principal | None = request.scope.get(PRINCIPAL)
+    if known is not None:
+        return known
     services = services_of(request)
     address = request.client.host if request.client else None
-    services.quotas.check_auth(address)  # too many refused tokens from here: 429
-    try:
+
+    async def attempt() -> Principal:
         token = bearer_token(request)
         if token is None:
             raise Unauthorized("Missing token: send 'Authorization: Bearer <token>'.")
-        principal: Principal = await services.auth.authenticate(token)
-    except Unauthorized:
-        services.quotas.auth_failed(address)
-        raise
-    return principal
+        return await services.auth.authenticate(token)
+
+    # refused tokens are counted per address; too many from here: 429 (a valid one: served)
+    return await services.quotas.authenticating(address, attempt)
 
 
 async def _user(who: Annotated[Principal, Depends(_principal)]) -> Principal:

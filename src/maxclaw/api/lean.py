@@ -1,61 +1,62 @@
 """The hot routes without FastAPI's per-request machinery, with FastAPI's own semantics.
 
 An agent's round trip is two requests (``POST …/messages`` with ``"execute": true``, then
-Max's ``POST /v1/components/{id}/answer``) and a runtime waits on the claim; profiled under
-load, FastAPI's generic request path (the scan over every included router, two exit stacks,
-endpoint context, the content-type parse, the recursive dependency solver) cost as much of
-the server's CPU as those endpoints' own code (docs/benchmarks.md). A ``LeanRoute`` serves one
-such ``APIRoute``, placed ahead of the routers, with everything that does not vary per request
-worked out once when the app is built:
+Max's ``POST /v1/components/{id}/answer``) and a runtime waits on the claim; FastAPI's
+generic request path (the scan over every included router, exit stacks, endpoint context,
+the recursive dependency solver) costs a fifth to a third of the server's CPU per round trip
+(docs/benchmarks.md, "The lean routes, measured again"). A ``LeanRoute`` serves one such
+``APIRoute``, placed ahead of the routers, with everything that does not vary per request
+worked out once when the app is built. It is a Starlette ``Route`` and uses only public
+APIs (the pins in pyproject.toml hold FastAPI and Starlette to the minor its differential
+test runs against):
 
 - it matches only the route's path and method; any other request falls through to the
   FastAPI route untouched (so 404/405 and every other route behave as before);
-- the body is read and parsed as FastAPI does (same order: the JSON before authentication,
-  the same errors), then validated by FastAPI's own ``request_body_to_args`` against the
-  route's own body field, so a bad body is the same 422 with the same ``loc``;
+- the body is read and parsed as FastAPI does (the same order: the JSON before
+  authentication, the same errors), then validated against the endpoint parameter's own
+  annotation, with FastAPI's rules for one body parameter (a missing body is ``Field
+  required`` at ``body`` unless the parameter has a default; errors located under ``body``);
 - the caller and the services come from the same functions the ``Depends`` aliases name
-  (``api/deps.py``), looked up once per route instead of solved per request;
+  (``api/deps.py``), read from the endpoint's signature once;
 - the route's own endpoint function runs (the route module stays the one place that says
-  what the endpoint does), and its result is serialised exactly as FastAPI does for that
-  route: through the route's response field (validated, then pydantic-core's JSON) or, for a
-  route without one (the claim), ``jsonable_encoder``'s result (``json_ready``: the value
-  itself when it is plain JSON already) in a ``JSONResponse``; a ``Response`` returned by the
-  endpoint is sent as is;
-- ``scope["route"]`` is the FastAPI route, so the access log and the metrics name the same
-  route template; exceptions go to the same handlers (api/errors.py).
+  what the endpoint does), and its result is serialised as FastAPI does for that route:
+  through the route's response model (validated, then pydantic-core's JSON, honouring
+  ``response_model_exclude_unset``) or ``json_ready`` (= ``jsonable_encoder``) without one;
+  a ``Response`` returned by the endpoint is sent as is;
+- Starlette's ``request_response`` sends exceptions to the app's handlers (api/errors.py),
+  and the route's path is the FastAPI route's, so the access log and metrics name the same
+  template.
 
-The OpenAPI document is the FastAPI routes' (a lean route is not in the schema). A route whose
-shape this does not cover (query, header or cookie parameters, dependencies other than the
-ones below) is refused when the app is built, not served differently. When the app has
-``dependency_overrides`` (tests may), lean routes step aside.
+The OpenAPI document is the FastAPI routes' (a lean route is not in the schema). A route
+whose shape this does not cover (query, header or cookie parameters, other dependencies, more
+than one body parameter) is refused when the app is built, not served differently. When the
+app has ``dependency_overrides`` (tests may), lean routes step aside.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
-import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from copy import deepcopy
+from typing import Annotated, Any, get_args, get_origin
 
-from fastapi import FastAPI
-from fastapi._compat import Undefined
-from fastapi.dependencies.utils import request_body_to_args, request_params_to_args
+from fastapi import FastAPI, params
 from fastapi.exceptions import RequestValidationError, ResponseValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pydantic.fields import FieldInfo
-from starlette._exception_handler import wrap_app_handling_exceptions
-from starlette._utils import get_route_path
+from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Match
-from starlette.types import Receive, Scope, Send
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from maxclaw.api import deps
 from maxclaw.api.encode import json_ready
 
 Resolver = Callable[[Request], Awaitable[Any]]
+_MISSING = object()
 
 
 async def _agent(request: Request) -> Any:
@@ -73,6 +74,7 @@ RESOLVERS: dict[Callable[..., Any], Resolver] = {
     deps._services: deps._services,
 }
 
+
 def _is_json_content_type(value: str) -> bool:
     """FastAPI's test (``email.message``'s main type ``application``, subtype ``json`` or
     ``…+json``), without building a ``Message`` per request."""
@@ -84,69 +86,98 @@ def _is_json_content_type(value: str) -> bool:
     return main == "application" and (sub == "json" or sub.endswith("+json"))
 
 
-class LeanRoute(BaseRoute):
+def _located(errors: list[Any], prefix: tuple[str, ...]) -> list[dict[str, Any]]:
+    """pydantic's errors as FastAPI reports them: under ``prefix`` (``body``, ``response``)."""
+    return [{**e, "loc": (*prefix, *e["loc"])} for e in errors]
+
+
+class _Body:
+    """The endpoint's one body parameter: its name, validator and default."""
+
+    def __init__(self, name: str, parameter: inspect.Parameter) -> None:
+        self.name = name
+        default = parameter.default
+        if isinstance(default, params.Body):
+            if default.embed:
+                raise ValueError(f"{name}: an embedded body is not lean")
+            self.default = _MISSING if default.is_required() else default.default
+        else:
+            self.default = _MISSING if default is inspect.Parameter.empty else default
+        self.adapter: TypeAdapter[Any] = TypeAdapter(parameter.annotation)
+
+    def validate(self, body: Any) -> tuple[Any, list[dict[str, Any]]]:
+        if body is _MISSING:
+            if self.default is _MISSING:
+                return None, [{"type": "missing", "loc": ("body",), "msg": "Field required",
+                               "input": None}]
+            return deepcopy(self.default), []
+        try:
+            return self.adapter.validate_python(body, from_attributes=True), []
+        except ValidationError as e:
+            return None, _located(e.errors(include_url=False), ("body",))
+
+
+class LeanRoute(Route):
     """Serves one ``APIRoute`` (one method) ahead of FastAPI's routers; see the module doc."""
 
     def __init__(self, app: FastAPI, route: APIRoute, method: str = "POST") -> None:
-        self.app = app
+        self.owner = app
         self.route = route
-        self.path = route.path
         self.method = method
-        self.path_regex: re.Pattern[str] = route.path_regex
-        self.param_convertors = route.param_convertors
-        self.include_in_schema = False
-        dependant = route.dependant
-        unsupported = [name for name, params in (
-            ("query", dependant.query_params), ("header", dependant.header_params),
-            ("cookie", dependant.cookie_params)) if params]
-        if (unsupported or dependant.websocket_param_name or dependant.response_param_name
-                or dependant.background_tasks_param_name or len(dependant.body_params) > 1
-                or route.dependencies):
-            raise ValueError(f"{route.path}: not a lean route ({unsupported or 'its shape'})")
+        if route.dependencies:
+            raise ValueError(f"{route.path}: route-level dependencies are not lean")
+        self.call = route.endpoint
         self.resolvers: list[tuple[str, Resolver]] = []
-        for sub in dependant.dependencies:
-            resolver = RESOLVERS.get(sub.call) if sub.call is not None else None
-            if resolver is None or sub.name is None:
-                raise ValueError(f"{route.path}: dependency {sub.call!r} has no lean resolver")
-            self.resolvers.append((sub.name, resolver))
-        self.request_param = dependant.request_param_name
-        self.path_params = dependant.path_params
-        self.body_field = dependant.body_params[0] if dependant.body_params else None
-        self.embed_body = bool(getattr(route, "_embed_body_fields", False))
-        if self.body_field is not None and not isinstance(self.body_field.field_info,
-                                                          FieldInfo):
-            raise ValueError(f"{route.path}: unsupported body")
-        self.call = dependant.call
-        self.status_code = route.status_code
-        self.response_field = route.response_field
+        self.path_names: list[str] = []
+        self.request_name: str | None = None
+        self.body: _Body | None = None
+        for name, parameter in inspect.signature(self.call, eval_str=True).parameters.items():
+            self._take(route, name, parameter)
+        expected = route.body_field.name if route.body_field is not None else None
+        if (self.body.name if self.body is not None else None) != expected:
+            raise ValueError(f"{route.path}: FastAPI reads another body ({expected})")
+        self.status_code = route.status_code or 200  # FastAPI: the route's, else the default
+        self.response: TypeAdapter[Any] | None = (
+            TypeAdapter(route.response_model) if route.response_model is not None else None)
+        self.exclude_unset = route.response_model_exclude_unset
+        super().__init__(route.path, self._endpoint, methods=[method], include_in_schema=False)
+
+    def _take(self, route: APIRoute, name: str, parameter: inspect.Parameter) -> None:
+        """Sort one endpoint parameter: a dependency, a path parameter, the request, or the
+        body; anything else makes the route not lean."""
+        annotation = parameter.annotation
+        if get_origin(annotation) is Annotated:
+            depends = [m for m in get_args(annotation)[1:] if isinstance(m, params.Depends)]
+            dependency = depends[0].dependency if depends else None
+            resolver = RESOLVERS.get(dependency) if dependency is not None else None
+            if resolver is None:
+                raise ValueError(f"{route.path}: {name} has no lean resolver")
+            self.resolvers.append((name, resolver))
+        elif name in route.param_convertors:
+            if annotation is not str:
+                raise ValueError(f"{route.path}: path parameter {name} is not a str")
+            self.path_names.append(name)
+        elif annotation is Request:
+            self.request_name = name
+        elif isinstance(parameter.default, params.Param) or self.body is not None:
+            raise ValueError(f"{route.path}: {name} is not lean")
+        else:
+            self.body = _Body(name, parameter)
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if (scope["type"] != "http" or scope["method"] != self.method
-                or self.app.dependency_overrides):
+                or self.owner.dependency_overrides):
             return Match.NONE, {}
-        match = self.path_regex.match(get_route_path(scope))
-        if match is None:
-            return Match.NONE, {}
-        params = {k: self.param_convertors[k].convert(v) for k, v in match.groupdict().items()}
-        return Match.FULL, {"endpoint": self.route.endpoint,
-                            "path_params": {**scope.get("path_params", {}), **params}}
+        match, child = super().matches(scope)
+        # FastAPI's router names only its own routes in the scope; the access log reads it
+        return match, {**child, "route": self} if match is Match.FULL else child
 
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope["route"] = self.route  # what FastAPI puts there: the access log's route template
-        request = Request(scope, receive, send)
-
-        async def respond(scope: Scope, receive: Receive, send: Send) -> None:
-            response = await self._response(request)
-            await response(scope, receive, send)
-
-        await wrap_app_handling_exceptions(respond, request)(scope, receive, send)
-
-    async def _body(self, request: Request) -> Any:
+    async def _read_body(self, request: Request) -> Any:
         """The body as FastAPI's request handler reads it (``fastapi/routing.py``)."""
         try:
             body_bytes = await request.body()
             if not body_bytes:
-                return Undefined
+                return _MISSING
             content_type = request.headers.get("content-type")
             if content_type and _is_json_content_type(content_type):
                 return await request.json()
@@ -161,37 +192,33 @@ class LeanRoute(BaseRoute):
             raise HTTPException(status_code=400,
                                 detail="There was an error parsing the body") from e
 
-    async def _response(self, request: Request) -> Response:
-        body = await self._body(request) if self.body_field is not None else Undefined
+    async def _endpoint(self, request: Request) -> Response:
+        body = await self._read_body(request) if self.body is not None else _MISSING
         values: dict[str, Any] = {}
         for name, resolver in self.resolvers:  # in the endpoint's parameter order, as FastAPI
             values[name] = await resolver(request)
-        path_values, errors = request_params_to_args(self.path_params, request.path_params)
-        values.update(path_values)
-        if self.body_field is not None:
-            body_values, body_errors = await request_body_to_args(
-                [self.body_field], body, self.embed_body)
-            values.update(body_values)
-            errors += body_errors
-        if errors:
-            raise RequestValidationError(errors, body=None if body is Undefined else body)
-        if self.request_param:
-            values[self.request_param] = request
-        assert self.call is not None
+        for name in self.path_names:
+            values[name] = request.path_params[name]
+        if self.body is not None:
+            values[self.body.name], errors = self.body.validate(body)
+            if errors:
+                raise RequestValidationError(errors, body=None if body is _MISSING else body)
+        if self.request_name is not None:
+            values[self.request_name] = request
         raw = await self.call(**values)
         if isinstance(raw, Response):
             return raw
-        status = self.status_code or 200  # FastAPI: the route's, else the class default
-        field = self.response_field
-        if field is None:
-            return JSONResponse(json_ready(raw), status_code=status)  # = jsonable_encoder's
-        value, field_errors = field.validate(raw, {}, loc=("response",))
-        if field_errors:
-            raise ResponseValidationError(errors=field_errors, body=raw)
-        content = field.serialize_json(value, include=None, exclude=None, by_alias=True,
-                                       exclude_unset=False, exclude_defaults=False,
-                                       exclude_none=False)
-        return Response(content=content, media_type="application/json", status_code=status)
+        if self.response is None:
+            return JSONResponse(json_ready(raw), status_code=self.status_code)
+        try:
+            value = self.response.validate_python(raw, from_attributes=True)
+        except ValidationError as e:
+            raise ResponseValidationError(
+                errors=_located(e.errors(include_url=False), ("response",)), body=raw) from e
+        content = self.response.dump_json(value, by_alias=True,
+                                          exclude_unset=self.exclude_unset)
+        return Response(content=content, media_type="application/json",
+                        status_code=self.status_code)
 
 
 # The agent's round trip (and its three-request form, with ``execute``) and the runtime's
@@ -209,7 +236,7 @@ def install_lean_routes(app: FastAPI, hot: list[tuple[str, str]] | None = None) 
     """Put a ``LeanRoute`` for each hot route ahead of every other route of ``app``."""
     wanted = hot if hot is not None else HOT_ROUTES
     found: dict[tuple[str, str], APIRoute] = {}
-    for route in _api_routes(app):
+    for route in _api_routes():
         for method in route.methods or ():
             if (method, route.path) in wanted:
                 found[(method, route.path)] = route
@@ -219,7 +246,7 @@ def install_lean_routes(app: FastAPI, hot: list[tuple[str, str]] | None = None) 
     app.router.routes[0:0] = [LeanRoute(app, found[key], key[0]) for key in wanted]
 
 
-def _api_routes(app: FastAPI) -> list[APIRoute]:
+def _api_routes() -> list[APIRoute]:
     from maxclaw.api.routes import ROUTERS
 
     return [route for router in ROUTERS for route in router.routes

@@ -5,24 +5,47 @@ from __future__ import annotations
 import json
 import logging
 import time
+from typing import Any
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from maxclaw.api import deps
+from maxclaw.errors import MaxclawError, RateLimited
+from maxclaw.jsonlimits import MAX_BODY_STRINGS, MAX_DEPTH, count_strings, nested_deeper
 from maxclaw.metrics import Metrics
 
 log = logging.getLogger("maxclaw.access")
+# /v1 routes that take a body without a bearer token (they check a token of their own in it)
+BEARERLESS = frozenset({"/v1/push/actions", "/v1/signin/redeem"})
 
 
-async def _send_error(send: Send, status: int, code: str, message: str) -> None:
-    body = json.dumps({"code": code, "message": message, "data": {}}).encode()
+async def _send_error(send: Send, status: int, code: str, message: str,
+                      data: dict[str, Any] | None = None,
+                      headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"code": code, "message": message, "data": data or {}}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+                            (b"content-length", str(len(body)).encode()), *(headers or [])]})
     await send({"type": "http.response.body", "body": body})
 
 
+async def _send_refusal(send: Send, exc: MaxclawError) -> None:
+    """A domain error as api/errors.py renders it (this middleware runs outside its handlers)."""
+    headers = ([(b"retry-after", str(exc.retry_after_s).encode())]
+               if isinstance(exc, RateLimited) else None)
+    body = exc.body()
+    await _send_error(send, exc.http_status, body["code"], body["message"], body.get("data"),
+                      headers)
+
+
 class BodyGuard:
-    """413 for bodies over the limit (declared or streamed); 400 for non-JSON bodies on /v1."""
+    """413 for bodies over the limit (declared or streamed); 400 for non-JSON bodies on /v1;
+    the caller authenticated from the headers before any body is read; 422 for a body nested
+    deeper than the parser may go, found in its bytes before anything parses them.
+
+    The principal found here is kept on the scope (``deps.PRINCIPAL``) for the route, so a
+    request is authenticated once; a refused token costs no read and no parse of its body."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -37,8 +60,15 @@ class BodyGuard:
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await _send_error(send, 413, "too_large", "The request body is over 1 MiB.")
             return
-        if (scope["method"] in ("POST", "PUT", "PATCH") and scope["path"].startswith("/v1/")
-                and declared not in (None, "0")):
+        api_body = (scope["method"] in ("POST", "PUT", "PATCH")
+                    and scope["path"].startswith("/v1/") and declared != "0")
+        if api_body and scope["path"] not in BEARERLESS:
+            try:  # who is asking, from the headers alone: before a byte of the body
+                scope[deps.PRINCIPAL] = await deps._principal(Request(scope))
+            except MaxclawError as exc:
+                await _send_refusal(send, exc)
+                return
+        if api_body and declared is not None:
             ctype = headers.get("content-type", "").split(";")[0].strip().lower()
             if ctype != "application/json":
                 await _send_error(send, 400, "bad_request",
@@ -60,6 +90,12 @@ class BodyGuard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        refusal = (_shape_refusal(body) if api_body or scope["path"].startswith("/mcp")
+                   else None)
+        if refusal is not None:
+            await _send_error(send, 422, "invalid", f"body: {refusal}",
+                              {"errors": [{"loc": ["body"], "msg": refusal}]})
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -70,6 +106,16 @@ class BodyGuard:
             return await receive()  # after the body: wait for a disconnect, as servers do
 
         await self.app(scope, replay, send)
+
+
+def _shape_refusal(body: bytes) -> str | None:
+    """Why a JSON body is refused before it is parsed (too deep, too many strings), or None."""
+    if nested_deeper(body):
+        return f"nested deeper than {MAX_DEPTH} levels"
+    if count_strings(body) > MAX_BODY_STRINGS:
+        return (f"more than {MAX_BODY_STRINGS:,} strings (keys included); send a large "
+                "result as one string")
+    return None
 
 
 class AccessLog:

@@ -1,84 +1,73 @@
-"""Every replica hears a revoke at once: ``LISTEN maxclaw_token_revoked``.
+"""Every replica hears a revoke at once: the ``maxclaw_token_revoked`` channel.
 
 A revoke deletes the token row and NOTIFYs its id in the same transaction. Each process's
 listener drops the token from its auth cache and closes the WebSockets it authenticated. The
-cache is only used while this listener is connected: a process that cannot hear revokes reads
-every token from the database, and a lost connection clears the cache (revokes sent meanwhile
-are unheard). The connection opens lazily, with the first authentication.
+cache is only used while the process's LISTEN connection (``db.listen.Listener``) is up: a
+process that cannot hear revokes reads every token from the database, and a lost connection
+clears the cache, as does every reconnect (revokes sent meanwhile were unheard). The
+connection opens lazily, with the first authentication.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Callable
-from typing import Any
 
-import asyncpg
+from maxclaw.db.listen import Listener
 
-from maxclaw.db.database import CONNECTION_ERRORS, connect
-
-log = logging.getLogger("maxclaw.auth.revocations")
 CHANNEL = "maxclaw_token_revoked"
-RETRY_CONNECT_S = 5.0
+
+
+def _ignore_revoked(_token_id: int) -> None:
+    return None
+
+
+def _ignore_lost() -> None:
+    return None
 
 
 class RevocationListener:
+    """Token revocations heard on the process's shared LISTEN connection.
+
+    ``on_revoked`` and ``on_lost`` are whom to tell (the auth service's cache); they may be
+    given later with ``deliver_to``, since the cache's owner is built with this listener."""
+
     name = "token-revocations"
 
-    def __init__(self, database_url: str, on_revoked: Callable[[int], None],
-                 on_lost: Callable[[], None]) -> None:
-        self.database_url = database_url
+    def __init__(self, listener: Listener,
+                 on_revoked: Callable[[int], None] = _ignore_revoked,
+                 on_lost: Callable[[], None] = _ignore_lost) -> None:
+        self.listener = listener
         self.on_revoked = on_revoked
         self.on_lost = on_lost
-        self._conn: asyncpg.Connection | None = None
-        self._lock = asyncio.Lock()
-        self._next_try = 0.0
-        self._stopped = False
+        listener.subscribe(CHANNEL, self._on_notify, on_reconnect=self._forget_all,
+                           on_lost=self._forget_all)
+
+    def deliver_to(self, on_revoked: Callable[[int], None], on_lost: Callable[[], None]) -> None:
+        """Tell ``on_revoked`` each revoked token id, and ``on_lost`` whenever a revoke may
+        have gone unheard."""
+        self.on_revoked = on_revoked
+        self.on_lost = on_lost
 
     @property
     def listening(self) -> bool:
-        return self._conn is not None and not self._conn.is_closed()
+        return self.listener.listening
 
     async def ensure_listening(self) -> bool:
-        """Open the LISTEN connection unless it is open (or failed moments ago)."""
-        if self.listening:
-            return True
-        async with self._lock:
-            loop = asyncio.get_running_loop()
-            if self.listening or self._stopped or loop.time() < self._next_try:
-                return self.listening
-            try:
-                conn = await connect(self.database_url)
-                await conn.add_listener(CHANNEL, self._on_notify)
-                conn.add_termination_listener(self._on_terminated)
-            except (*CONNECTION_ERRORS, asyncpg.PostgresError) as exc:
-                self._next_try = loop.time() + RETRY_CONNECT_S
-                log.warning("revocation listener cannot connect; tokens are not cached",
-                            extra={"error": type(exc).__name__})
-                return False
-            self._conn = conn
-            return True
+        """Open the LISTEN connection unless it is open (or is being retried)."""
+        return await self.listener.ensure_listening()
 
-    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+    def _on_notify(self, payload: str) -> None:
         try:
             token_id = int(payload)
         except ValueError:
             return
         self.on_revoked(token_id)
 
-    def _on_terminated(self, _conn: Any) -> None:
-        self._conn = None
+    def _forget_all(self) -> None:
         self.on_lost()
 
     async def start(self) -> None:
         return None
 
     async def stop(self) -> None:
-        self._stopped = True
-        conn, self._conn = self._conn, None
-        if conn is not None and not conn.is_closed():
-            try:
-                await conn.close(timeout=2)
-            except (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError):
-                conn.terminate()
+        """The shared connection is closed by the listener's own ``stop``."""

@@ -39,6 +39,8 @@ class TokenRow(Row):
     created_at: datetime
     expires_at: datetime | None
     last_used_at: datetime | None
+    name: str | None  # what the person called it (WebUI mints); None for the CLI's
+    thread_title: str | None  # the bound thread's title
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,3 +48,12 @@ class AccountTokenRow(TokenRow):
     """A token listed across users (``maxclaw token list``): with its user's name."""
 
     user_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class SigninCodeRow(Row):
+    """A sign-in code's state, looked up after a refused redemption to say why."""
+
+    user_id: str
+    expires_at: datetime
+    used_at: datetime | None

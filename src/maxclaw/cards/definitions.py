@@ -36,6 +36,7 @@ LocalId = Annotated[str, StringConstraints(pattern=LOCAL_ID)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Kind = Literal["choice", "text", "secret", "object"]
 Stakes = Literal["normal", "irreversible"]
+Urgency = Literal["normal", "time-sensitive"]
 
 
 class _Arg(BaseModel):
@@ -125,28 +126,24 @@ class CardArgs(_Arg):
     title: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     questions: Annotated[list[QuestionArg], Field(min_length=1, max_length=8)]
     stakes: Stakes = "normal"
+    # how the push interrupts him outside quiet hours (issue 29): nothing is time-sensitive
+    # unless the agent says so; inside quiet hours every push is passive or held
+    urgency: Urgency = Field("normal", description=(
+        "normal (default) or time-sensitive: whether the notification may break through "
+        "Focus modes; quiet hours always make it passive"))
     # null: never to Main by time (Max can still let Main decide)
     main_after_minutes: Annotated[int, Field(ge=0, le=10080, description=(
         "minutes until Main (his coordinating agent) may answer instead; null: never by time "
         "(use null for questions only Max can answer)"))] | None = 30
     # the card expires unanswered after this long (the agent is told; nothing is invented)
     expires_after_minutes: Annotated[int, Field(ge=1, le=MAX_EXPIRY_MINUTES, description=(
-        "minutes after which the question expires unanswered (not less than "
-        "main_after_minutes); you are told in a new message, no answer is invented"))] \
+        "minutes after which the question expires unanswered; you are told in a new message, "
+        "no answer is invented. Below main_after_minutes, it expires before Main may answer"))] \
         | None = None
     # component or tool-call ids of this conversation's earlier questions this card replaces
     supersedes: Annotated[list[Annotated[str, StringConstraints(min_length=1,
                                                                 max_length=MAX_TOOL_CALL_ID + 70)]],
                           Field(max_length=16)] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _expiry_after_handoff(self) -> CardArgs:
-        if (self.expires_after_minutes is not None and self.main_after_minutes is not None
-                and self.expires_after_minutes < self.main_after_minutes):
-            raise ValueError("expires_after_minutes: the card would expire before it goes to "
-                             "Main; make it at least main_after_minutes, or set "
-                             "main_after_minutes to null")
-        return self
 
     @field_validator("questions")
     @classmethod
@@ -173,6 +170,7 @@ class ComponentDefinition(BaseModel):
     object: Any = None
     actions: list[Action] = Field(default_factory=list)
     stakes: Stakes = "normal"
+    urgency: Urgency = "normal"
 
     @property
     def local_id(self) -> str:
@@ -199,6 +197,9 @@ class Card(BaseModel):
     components: list[ComponentDefinition]
     expires_after_minutes: int | None = None
     supersedes: list[str] = Field(default_factory=list)
+    # whether the agent gave main_after_minutes (else his own default applies; issue 29)
+    main_after_given: bool = True
+    urgency: Urgency = "normal"
 
     def component(self, component_id: str) -> ComponentDefinition:
         for c in self.components:
@@ -281,14 +282,16 @@ def _card(call_id: str, args: CardArgs) -> Card:
             multiple=q.multiple if q.kind == "choice"
             else False, allow_other=q.allow_other if q.kind == "choice" else False,
             placeholder=q.placeholder, object=q.object, actions=list(q.actions or []),
-            stakes=args.stakes,
+            stakes=args.stakes, urgency=args.urgency,
         )
         for q in args.questions
     ]
     return Card(tool_call_id=call_id, title=args.title, stakes=args.stakes,
                 main_after_minutes=args.main_after_minutes, components=components,
                 expires_after_minutes=args.expires_after_minutes,
-                supersedes=list(args.supersedes))
+                supersedes=list(args.supersedes),
+                main_after_given="main_after_minutes" in args.model_fields_set,
+                urgency=args.urgency)
 
 
 def normalize_tool_call(call: Any) -> dict[str, Any]:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from maxclaw.cards.definitions import Card
 
-MAIN_TOOLS = frozenset({"answer_for_max", "hand_back"})
+# Main's tools: deciding for Max, and reading what it decides about (issue 31)
+MAIN_TOOLS = frozenset({"answer_for_max", "hand_back", "read_thread", "list_open_questions"})
 ASK_TOOL = "ask_user_question"
 WITHDRAW_TOOL = "withdraw_question"  # offered wherever ASK_TOOL is
 

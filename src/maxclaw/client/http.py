@@ -15,6 +15,7 @@ error raises ``ApiError`` carrying the body's ``code``, ``message`` and ``data``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from types import TracebackType
 from typing import Any, Self
@@ -34,6 +35,7 @@ from maxclaw.wire.models import (
     Lease,
     Message,
     Posted,
+    RuntimeLease,
     Thread,
     ToolSpec,
 )
@@ -107,16 +109,49 @@ class _Base:
 class AgentClient(_Base):
     """The agent side: turns, the inbox, rows and service tools."""
 
-    async def claim(self, wait_s: float = 0, runtime_id: str | None = None) -> Claim | None:
-        """A queued turn with its history, or None after ``wait_s`` seconds."""
-        resp = await self._request("POST", "/v1/agent/turns/claim",
-                                   json={"wait_s": wait_s, "runtime_id": runtime_id},
+    async def claim(self, wait_s: float = 0, runtime_id: str | None = None,
+                    thread_ids: list[str] | None = None) -> Claim | None:
+        """A queued turn with its history (of ``thread_ids`` only, when given), or None after
+        ``wait_s`` seconds."""
+        body: dict[str, Any] = {"wait_s": wait_s, "runtime_id": runtime_id}
+        if thread_ids is not None:
+            body["thread_ids"] = thread_ids
+        resp = await self._request("POST", "/v1/agent/turns/claim", json=body,
                                    read_timeout_s=wait_s + 30, ok=(200, 204))
         return None if resp.status_code == 204 else Claim.model_validate(resp.json())
+
+    async def claim_unless_stopped(self, stop: asyncio.Event, wait_s: float,
+                                   runtime_id: str | None = None,
+                                   thread_ids: list[str] | None = None) -> Claim | None:
+        """``claim``, given up at once when ``stop`` is set (None then). A claim the server
+        commits just as we leave is not lost: its lease lapses and the turn is queued again."""
+        claiming = asyncio.create_task(self.claim(wait_s, runtime_id, thread_ids))
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({claiming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if not claiming.done():
+            claiming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await claiming
+            return None
+        return claiming.result()
 
     async def heartbeat(self, turn_id: int) -> Lease:
         resp = await self._request("POST", f"/v1/agent/turns/{turn_id}/heartbeat")
         return Lease.model_validate(resp.json())
+
+    async def take_lease(self, runtime: str) -> RuntimeLease:
+        """A runtime lease: the background jobs reported under it end as lost if it lapses."""
+        resp = await self._request("POST", "/v1/agent/leases", json={"runtime": runtime})
+        return RuntimeLease.model_validate(resp.json())
+
+    async def heartbeat_lease(self, lease_id: str) -> RuntimeLease:
+        """Move the lease on (``409`` once it lapsed, ``404`` when unknown)."""
+        resp = await self._request("POST", f"/v1/agent/leases/{quote(lease_id, safe='')}"
+                                   "/heartbeat")
+        return RuntimeLease.model_validate(resp.json())
 
     async def inbox(self, turn_id: int) -> list[ChatMessage]:
         """The step boundary: what arrived since the last delivery."""
@@ -145,11 +180,15 @@ class AgentClient(_Base):
 
     async def post_assistant(self, thread_id: str, content: str | None,
                              tool_calls: list[dict[str, Any]] | None,
-                             turn_id: int | None) -> Posted:
-        """Write the model's reply (tool calls in the Chat Completions shape)."""
-        return await self._post_row(thread_id, {"role": "assistant", "content": content,
-                                                "tool_calls": tool_calls or [],
-                                                "turn_id": turn_id})
+                             turn_id: int | None, *, execute: bool = False) -> Posted:
+        """Write the model's reply (tool calls in the Chat Completions shape). With
+        ``execute``, the service runs its own tools among the calls in the same request and
+        ``Posted.results`` carries their results (the round trip is this request alone)."""
+        row: dict[str, Any] = {"role": "assistant", "content": content,
+                               "tool_calls": tool_calls or [], "turn_id": turn_id}
+        if execute:
+            row["execute"] = True
+        return await self._post_row(thread_id, row)
 
     async def post_tool_result(self, thread_id: str, tool_call_id: str, content: Any,
                                turn_id: int | None) -> Posted:

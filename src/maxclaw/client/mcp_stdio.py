@@ -7,10 +7,12 @@ one line on stderr, so an agent host shows why its MCP server did not start. std
 only MCP messages; logs go to stderr.
 
 The REST backend does what ``/mcp``'s service backend does in-process (``mcp/backend.py``):
-``ask`` executes the call id and, when no assistant row carries it yet, writes one and executes
-it; ``get_answers`` is ``POST /v1/agent/threads/{id}/inbox``; ``list_questions`` is ``GET
-/v1/agent/threads/{id}/components``; the tool's schema is the one ``GET /v1/agent/tools``
-offers for the thread.
+``run`` posts the call of ``ask_user_question`` or ``withdraw_question`` as an assistant row
+with ``"execute": true`` — one request, one transaction; a call id sent again replays its
+stored result; ``get_answers`` is ``POST
+/v1/agent/threads/{id}/inbox``; ``list_questions`` is ``GET
+/v1/agent/threads/{id}/components``; the thread tools' schemas are the ones ``GET
+/v1/agent/tools`` offers for the thread.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Any
 import httpx
 
 from maxclaw.client.http import AgentClient, ApiError
-from maxclaw.wire.mcp import ASK, Binding, Refused, assistant_row, build_server
+from maxclaw.wire.mcp import Binding, Refused, assistant_row, build_server, offered_thread_tools
+from maxclaw.wire.models import Posted
 
 
 class StartError(Exception):
@@ -47,31 +50,22 @@ class RestBackend:
         except httpx.HTTPError as exc:
             raise self._away(exc) from None
 
-    async def ask_schema(self, thread_id: str) -> dict[str, Any] | None:
+    async def thread_tools(self, thread_id: str) -> dict[str, tuple[str, dict[str, Any]]]:
         offered = await self._call("GET", f"/v1/agent/tools?thread_id={thread_id}")
-        for tool in offered["tools"]:
-            if tool["function"]["name"] == ASK:
-                schema: dict[str, Any] = tool["function"]["parameters"]
-                return schema
-        return None
+        return offered_thread_tools(offered["tools"])
 
-    async def ask(self, thread_id: str, call_id: str,
+    async def run(self, thread_id: str, call_id: str, name: str,
                   arguments: dict[str, Any]) -> tuple[int, Any]:
-        try:
-            try:
-                status, executed = await self.client.execute(thread_id, call_id)
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
-                # no row carries the call yet (a missing thread is reported by the post)
-                await self._call("POST", f"/v1/agent/threads/{thread_id}/messages",
-                                 json_body=assistant_row(call_id, arguments))
-                status, executed = await self.client.execute(thread_id, call_id)
-        except ApiError as exc:
-            raise Refused(exc.code, exc.message) from None
-        except httpx.HTTPError as exc:
-            raise self._away(exc) from None
-        return status, executed.content
+        """One request: the call's assistant row posted with ``"execute": true`` (docs/api.md),
+        its result read from the answer. A call id sent again replays its stored result."""
+        row = {**assistant_row(call_id, arguments, name), "execute": True}
+        posted = Posted.model_validate(await self._call(
+            "POST", f"/v1/agent/threads/{thread_id}/messages", json_body=row))
+        for result in posted.results or []:
+            if result.tool_call_id == call_id:
+                return result.status, result.content
+        raise Refused("unavailable", f"MaxClaw at {self.client.http.base_url} answered "
+                      "without the call's result; try again later.")
 
     async def get_answers(self, thread_id: str) -> dict[str, Any]:
         result: dict[str, Any] = await self._call("POST",

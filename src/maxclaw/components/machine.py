@@ -66,12 +66,18 @@ class Effect(StrEnum):
     REOPEN_CARRIER = "the carrier reopened through its kind's reverter (pushed again)"
     REVOKE_EVENT = "an event row in the asking thread; it wakes the thread"
     WITHDRAW_CARRIER = "the carrier settled as withdrawn (or expired); its pushes withdrawn"
-    TELL_MAIN = "if Main held it: an event row in Main's thread (it does not wake Main)"
+    TELL_MAIN = "if Main held it: an event row in Main's thread saying it is no longer Main's " \
+                "to decide (withdrawn, expired, answered by Max, or back with Max because " \
+                "Main's time was up); it does not wake Main"
     EXPIRY_EVENT = "an event row in the asking thread ('expired unanswered'); it wakes it"
     ORIGIN_EVENT = "an event row in the asking thread saying where the question went ('handed " \
                    "to Main', 'Main answered', 'Main handed it back'); it does not wake it"
     TELL_MAX = "a push to Max: what Main answered (Why? / Revoke, a revoke-scoped action " \
                "token), or the question again with Main's hand-back note"
+    WITHDRAW_ANSWER = "the answer message taken back: out of the thread's undelivered input " \
+                      "(no model ever reads it), shown as taken back, a secret's sealed box " \
+                      "destroyed; a wake-up not started yet is cancelled if nothing else waits"
+    REDUE = "the card's due moment recomputed from now (main_after_minutes) and mirrored"
 
 
 @dataclass(frozen=True)
@@ -128,11 +134,14 @@ _MAX_ANSWERS_FROM_CARD = frozenset({S.OPEN, S.REVOKED, S.HANDED_BACK})
 # elsewhere is legitimate)
 _MAX_ANSWERS_ELSEWHERE = _MAX_ANSWERS_FROM_CARD | {S.WITH_MAIN}
 _ANSWER_EFFECTS = (Effect.ANSWER_MESSAGE, Effect.SETTLE_CARRIER)
+# Max's answer: when Main held the card (panel or push), Main's thread is told it is settled,
+# so a Main mid-turn on a stale hand-off learns before it answers (which is 409 settled anyway)
+_MAX_ANSWER_EFFECTS = (*_ANSWER_EFFECTS, Effect.TELL_MAIN)
 _NOT_WITH_MAIN = "The question is {status}, not with Main."
 
 
 def _answer(surface: Surface, sources: frozenset[Status]) -> Transition:
-    return Transition("answer", sources, S.ANSWERED, Actor.MAX, surface, _ANSWER_EFFECTS,
+    return Transition("answer", sources, S.ANSWERED, Actor.MAX, surface, _MAX_ANSWER_EFFECTS,
                       refused="settled",
                       refused_from={S.WITH_MAIN: "locked"} if S.WITH_MAIN not in sources else {})
 
@@ -144,6 +153,9 @@ def _revoke(surface: Surface) -> Transition:
 
 
 # the asking thread's history says where its question went (the event does not wake it)
+_HAND_BACK_EFFECTS = (Effect.ORIGIN_EVENT, Effect.TELL_MAX)
+# the hand-back note of a card whose time with Main ran out (Max reads it as Main's note)
+MAIN_TIMEOUT_NOTE = "Main did not decide"
 _TO_MAIN_EFFECTS = (Effect.ENSURE_CARRIER, Effect.HANDOFF_MESSAGE, Effect.ORIGIN_EVENT)
 
 TRANSITIONS: tuple[Transition, ...] = (
@@ -172,8 +184,22 @@ TRANSITIONS: tuple[Transition, ...] = (
                                  "answered on his behalf",
                       "conflict": _NOT_WITH_MAIN}),
     Transition("hand_back", frozenset({S.WITH_MAIN}), S.HANDED_BACK, Actor.MAIN, Surface.MAIN,
-               (Effect.ORIGIN_EVENT, Effect.TELL_MAX), texts={"conflict": _NOT_WITH_MAIN}),
+               _HAND_BACK_EFFECTS, texts={"conflict": _NOT_WITH_MAIN}),
+    # Main's time to decide is up (main_due_at: his main_timeout_minutes after the hand-off)
+    # and it has neither answered nor handed back: the sweep hands the card back to Max as
+    # Main's hand-back does, with the note MAIN_TIMEOUT_NOTE, and tells Main's thread (set-wise)
+    Transition("main-timeout", frozenset({S.WITH_MAIN}), S.HANDED_BACK, Actor.SWEEPER,
+               Surface.SWEEP, (*_HAND_BACK_EFFECTS, Effect.TELL_MAIN)),
     _revoke(Surface.CARD),
+    # Max takes back his own answer (a mis-tap) before any model was handed it and within the
+    # retract window (both checked before the CAS: ``409 seen`` / ``409 too_late``); Main's
+    # answers are revoked, not retracted
+    Transition("retract", frozenset({S.ANSWERED}), S.OPEN, Actor.MAX, Surface.CARD,
+               (Effect.WITHDRAW_ANSWER, Effect.REOPEN_CARRIER, Effect.REDUE),
+               clears_answer=True, refused_from={S.MAIN_ANSWERED: "settled"},
+               texts={"conflict": "Only an answer Max gave can be taken back; the question "
+                                  "is {status}.",
+                      "settled": "Main answered this question; revoke it instead."}),
     # the Revoke button of the "Main answered … for you" push (its revoke-scoped token)
     _revoke(Surface.PUSH),
     # the asking agent ends a question it no longer needs (withdraw_question, supersedes);

@@ -95,6 +95,14 @@ class ComponentStatus(Row):
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerMessage(Row):
+    """The message holding Max's answer to a component (``retract_store.ANSWER_MESSAGE``)."""
+
+    id: int
+    delivered_at: datetime | None  # set: a model was handed it (it can no longer be retracted)
+
+
+@dataclass(frozen=True, slots=True)
 class NewComponent:
     """A component row to insert (``insert_components``; ``post_cards`` takes the same
     fields from ``CardRows.components``, with the ids the statement itself assigns)."""
@@ -110,6 +118,7 @@ class NewComponent:
     message_id: int | None = None  # the assistant row; set when inserted on its own
     tool_message_id: int | None = None  # the card's tool row; likewise
     decision_id: int | None = None  # the carrier, if one was created
+    due_from: datetime | None = None  # where its due clock started (the service's now)
 
 
 @dataclass(frozen=True, slots=True)

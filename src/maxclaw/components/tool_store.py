@@ -7,6 +7,8 @@ from datetime import datetime
 import asyncpg
 
 from maxclaw.components.rows import PostedCall, StoredResult
+from maxclaw.prefs import store as prefs_store
+from maxclaw.prefs.rows import PrefsRow
 from maxclaw.secrets import store as secrets_store
 from maxclaw.secrets.mask import MAX_SECRETS
 from maxclaw.secrets.rows import SecretRow
@@ -53,7 +55,8 @@ SELECT {THREAD_COLUMNS},
                FROM message_secrets s
               WHERE s.user_id = $1::uuid AND s.thread_id = $2::uuid AND s.kind = 'answer'
                 AND s.state = 'sealed'
-              ORDER BY s.message_id DESC LIMIT $5) AS live_secrets
+              ORDER BY s.message_id DESC LIMIT $5) AS live_secrets,
+       (SELECT to_jsonb(u) FROM user_settings u WHERE u.user_id = $1::uuid) AS prefs
   FROM threads WHERE user_id = $1::uuid AND id = $2::uuid
 """
 _THREAD_FIELDS = ThreadRow.__dataclass_fields__.keys()
@@ -65,15 +68,16 @@ def _thread_of(row: asyncpg.Record) -> ThreadRow:
 
 async def post_context(conn: asyncpg.Connection, user_id: str, thread_id: str,
                        tool_call_ids: list[str], now: datetime,
-                       ) -> tuple[ThreadRow, list[str], bool, list[SecretRow]] | None:
-    """``(thread, call ids that already have a result, watching, live secret rows)``; None
-    when the thread is not the user's."""
+                       ) -> tuple[ThreadRow, list[str], bool, list[SecretRow], PrefsRow] | None:
+    """``(thread, call ids that already have a result, watching, live secret rows, his
+    settings)``; None when the thread is not the user's."""
     row = await conn.fetchrow(POST_CONTEXT, user_id, thread_id, tool_call_ids, now,
                               MAX_SECRETS)
     if row is None:
         return None
     live = secrets_store.live_rows(row["live_secrets"])
-    return _thread_of(row), [str(i) for i in row["done"]], bool(row["watching"]), live
+    return (_thread_of(row), [str(i) for i in row["done"]], bool(row["watching"]), live,
+            prefs_store.of_json(user_id, row["prefs"]))
 
 
 async def call_context(conn: asyncpg.Connection, user_id: str, thread_id: str,

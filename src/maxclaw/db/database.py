@@ -9,6 +9,7 @@ aborted to break a deadlock (nothing of it stands) is a 503 too.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -74,12 +75,38 @@ def _translate(exc: BaseException) -> Exception:
     return Unavailable("The database is unavailable; retry shortly.")
 
 
+class JsonText(str):
+    """A value written out as JSON text already (``json.dumps``): the jsonb codec sends it as
+    it is, so a 1 MiB value checked as text (the secret echo check) is not encoded twice."""
+
+    __slots__ = ()
+
+
+def _encode_json(value: object) -> str:
+    return str(value) if isinstance(value, JsonText) else json.dumps(value)
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     # jsonb in and out as Python objects; every store relies on this
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads,
+    await conn.set_type_codec("jsonb", encoder=_encode_json, decoder=json.loads,
                               schema="pg_catalog")
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads,
                               schema="pg_catalog")
+
+
+# A user's long reads may hold at most this fraction of the pool (at least one connection):
+# 20 connections, 5 for one user's catch-ups and history pages at a time.
+USER_SHARE_DIVISOR = 4
+
+
+class _Share:
+    """One user's slots of the pool, and how many of that user's reads hold or wait for one."""
+
+    __slots__ = ("slots", "users")
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self.slots = slots
+        self.users = 0
 
 
 class PooledConnection(asyncpg.Connection):  # type: ignore[misc]
@@ -125,6 +152,9 @@ class Database:
         self._pool: asyncpg.Pool | None = None
         # called with the seconds each pool checkout waited (the pool-wait histogram)
         self.on_acquire: Callable[[float], None] | None = None
+        # one user's share of the pool for the reads that can be long (``connection(share=)``)
+        self.share = max(1, max_size // USER_SHARE_DIVISOR)
+        self._shares: dict[str, _Share] = {}
 
     async def open(self) -> None:
         try:
@@ -148,15 +178,38 @@ class Database:
         return self._pool
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
-        """A pooled connection in autocommit mode (one statement, one transaction)."""
+    async def connection(self, *, share: str | None = None) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection in autocommit mode (one statement, one transaction).
+
+        ``share`` (a user id) counts the connection against that user's share of the pool
+        (``self.share`` at a time): a read that can be long (a realtime catch-up page, a page
+        of history) waits for its own user's earlier reads, not everyone's, so one user's
+        twenty sockets cannot hold every connection while other users wait."""
+        async with self._user_share(share):
+            try:
+                began = time.perf_counter()
+                async with self.pool.acquire() as conn:
+                    self._acquired(began)
+                    yield conn
+            except (*CONNECTION_ERRORS, *UNSTORABLE_VALUE, *TRANSIENT_CONFLICTS) as exc:
+                raise _translate(exc) from exc
+
+    @asynccontextmanager
+    async def _user_share(self, user: str | None) -> AsyncIterator[None]:
+        if user is None:
+            yield
+            return
+        share = self._shares.get(user)
+        if share is None:
+            share = self._shares[user] = _Share(asyncio.Semaphore(self.share))
+        share.users += 1
         try:
-            began = time.perf_counter()
-            async with self.pool.acquire() as conn:
-                self._acquired(began)
-                yield conn
-        except (*CONNECTION_ERRORS, *UNSTORABLE_VALUE, *TRANSIENT_CONFLICTS) as exc:
-            raise _translate(exc) from exc
+            async with share.slots:
+                yield
+        finally:
+            share.users -= 1
+            if not share.users:  # no one of this user reads or waits: forget the user
+                del self._shares[user]
 
     @asynccontextmanager
     async def transaction(self, *, notify: bool = True) -> AsyncIterator[asyncpg.Connection]:

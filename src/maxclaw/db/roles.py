@@ -98,6 +98,31 @@ def grant_app_role(owner_url: str, role: str, password: str | None = None) -> Gr
     return Granted(role, facts is None, stats)
 
 
+SERVING_ROLE = """
+SELECT current_user, r.rolsuper,
+       (SELECT count(*) FROM pg_class c WHERE c.relowner = r.oid
+           AND c.relnamespace = 'public'::regnamespace) AS owns
+  FROM pg_roles r WHERE r.rolname = current_user
+"""
+
+
+def privileged_role(url: str) -> str | None:
+    """Why the role ``url`` connects as is more than ``serve`` needs (a superuser, or the
+    owner of the schema's tables: it may alter or drop them), in one line; None when it holds
+    data rights only."""
+    with psycopg.connect(plain_url(url)) as conn:
+        row = conn.execute(SERVING_ROLE).fetchone()
+    if row is None:
+        return None
+    user, superuser, owns = row
+    if not superuser and not owns:
+        return None
+    what = "a superuser" if superuser else f"the owner of {owns} tables"
+    return (f"serve connects as {user!r}, {what}: a stolen connection string or an injected "
+            "statement could change or drop the schema. Serve as a role with data rights "
+            "only (MAXCLAW_APP_ROLE, docs/operations.md \"Database roles\")")
+
+
 def _one(conn: psycopg.Connection[Any], query: str) -> str:
     row = conn.execute(query).fetchone()
     assert row is not None

@@ -16,8 +16,88 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.ddl import BaseDDLElement
+from sqlalchemy.sql.schema import SchemaItem
 
 metadata = sa.MetaData()
+
+# Search (0021_threads_search) is faster with two extensions from PostgreSQL's contrib: pg_trgm
+# (trigram GIN indexes: a substring anywhere in a word, Chinese of three characters or more)
+# and btree_gin (the owner's ``user_id`` as the first column of a GIN index). Not every server
+# ships contrib (the embedded PostgreSQL of ``make run`` and ``make test`` does not), so they
+# are optional: created when ``pg_available_extensions`` lists both and the role may create
+# them, and the search indexes then take their extended shape; otherwise the indexes are built
+# from what every PostgreSQL has (docs/domain.md, "Search"). The migration makes the same
+# choice with the same statements; search/store.py reads back which shape it got.
+CREATE_SEARCH_EXTENSIONS = """
+DO $$
+BEGIN
+    IF (SELECT count(*) FROM pg_available_extensions
+         WHERE name IN ('pg_trgm', 'btree_gin')) = 2
+       AND (has_database_privilege(current_database(), 'CREATE')
+            OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)) THEN
+        CREATE EXTENSION IF NOT EXISTS pg_trgm;
+        CREATE EXTENSION IF NOT EXISTS btree_gin;
+    END IF;
+END $$
+"""
+HAVE_SEARCH_EXTENSIONS = ("SELECT count(*) = 2 FROM pg_extension"
+                          " WHERE extname IN ('pg_trgm', 'btree_gin')")
+sa.event.listen(metadata, "before_create",
+                sa.DDL(CREATE_SEARCH_EXTENSIONS))  # type: ignore[no-untyped-call]
+
+# What search reads of a message: its text and, on an assistant row, every string of its
+# ``ask_user_question`` calls' arguments (the card's title, questions, options), at most 20,000
+# characters. Only rows that can hold no secret are indexed and searched (SEARCHABLE_MESSAGE):
+# a sensitive row (a secret answer, or an agent row that repeated one) never is. The indexes
+# below and the search query (search/store.py) spell it the same, or the index is not used.
+# (Spelled as alembic reads PostgreSQL's definition back, so its comparison matches.)
+SEARCH_TEXT = (
+    "\"left\"((COALESCE(body, ''::text) || ' '::text) || COALESCE(jsonb_path_query_array("
+    "tool_calls, 'strict $[*]?(@.\"name\" == \"ask_user_question\").\"arguments\".**?(@.type() "
+    "== \"string\")'::jsonpath)::text, ''::text), 20000)"
+)
+# Each Han character made a word of its own, for a phrase query of Han characters ("部署" is the
+# phrase 部 <-> 署): what finds a two-character Chinese word through an index, where trigrams
+# have none to offer (docs/domain.md, "Search").
+HAN_TEXT = (f"regexp_replace({SEARCH_TEXT}, '([\u4e00-\u9fff])'::text, ' \\1 '::text,"
+            " 'g'::text)")
+SEARCHABLE_MESSAGE = "((NOT sensitive) AND (role = ANY (ARRAY['user'::text, 'assistant'::text])))"
+# The two documents search reads, stored with each message (0024_search_stored): generated
+# columns, computed once per write instead of once per candidate on every search, and NULL on a
+# row that may hold a secret (so nothing of it is stored here or indexed). Their statistics are
+# taken from ten times the default sample (STATISTICS_TARGET, live.sql): how common a word is.
+SEARCH_FTS = (f"CASE WHEN {SEARCHABLE_MESSAGE} THEN to_tsvector('english'::regconfig, "
+              f"{SEARCH_TEXT}) ELSE NULL::tsvector END")
+SEARCH_HAN = (f"CASE WHEN {SEARCHABLE_MESSAGE} THEN to_tsvector('simple'::regconfig, "
+              f"{HAN_TEXT}) ELSE NULL::tsvector END")
+
+# The search indexes, by name, in the shape the server's extensions allow: declared twice
+# below (``ddl_if``: ``create_all`` builds the one that fits, as the migration does). Alembic's
+# comparison skips them (``include_object``); the schema test compares their definitions in the
+# catalog instead, migrated against declared, on whichever server it runs.
+SEARCH_INDEXES = frozenset({"threads_search_fts", "threads_search_trgm", "messages_search_fts",
+                            "messages_search_trgm", "messages_search_han"})
+
+
+def _extended(ddl: BaseDDLElement, target: SchemaItem | str, bind: sa.Connection | None,
+              tables: list[sa.Table] | None = None, state: Any = None, **kw: Any) -> bool:
+    """Whether the search extensions are installed (``ddl_if``: build the extended shape)."""
+    return bind is not None and bool(bind.execute(sa.text(HAVE_SEARCH_EXTENSIONS)).scalar())
+
+
+def _builtin(ddl: BaseDDLElement, target: SchemaItem | str, bind: sa.Connection | None,
+             tables: list[sa.Table] | None = None, state: Any = None, **kw: Any) -> bool:
+    """Whether they are not (``ddl_if``: build the shape without them)."""
+    return bind is not None and not _extended(ddl, target, bind)
+
+
+def include_object(obj: object, name: str | None, type_: str, reflected: bool,
+                   compare_to: object) -> bool:
+    """Alembic's filter: everything but the search indexes, whose shape depends on the server
+    (``SEARCH_INDEXES``)."""
+    return not (type_ == "index" and name in SEARCH_INDEXES)
+
 
 TS = sa.DateTime(timezone=True)
 NOW = sa.text("now()")
@@ -30,6 +110,18 @@ class XID8(sa.types.UserDefinedType[int]):
 
     def get_col_spec(self, **kw: object) -> str:
         return "XID8"
+
+
+# Every column a client's page carries, in bytes as text; tool calls twice (a page adds the
+# cards' definitions, ``components``, built from them). alembic/versions/0015_row_size.py
+# adds the column with this expression.
+MESSAGE_SIZE = (
+    "octet_length(coalesce(body, '')) + octet_length(coalesce(content::text, ''))"
+    " + 2 * octet_length(coalesce(tool_calls::text, ''))"
+    " + octet_length(coalesce(display::text, ''))"
+    " + octet_length(coalesce(source_meta::text, ''))"
+    " + octet_length(coalesce(tool_call_id, ''))"
+)
 
 
 def _rev_columns() -> list[sa.Column[object]]:
@@ -100,9 +192,15 @@ threads = sa.Table(
     sa.Column("turn_state", sa.Text, nullable=False, server_default="idle"),
     # unsettled questions of the thread, kept by triggers on message_components (0006_life_b)
     sa.Column("open_cards", sa.Integer, nullable=False, server_default="0"),
+    # ids of the background jobs an agent reported started and not yet finished (0017)
+    sa.Column("background_jobs", pg.ARRAY(sa.Text), nullable=False,
+              server_default=sa.text("'{}'::text[]")),
     sa.Column("created_at", TS, nullable=False, server_default=NOW),
     sa.Column("updated_at", TS, nullable=False, server_default=NOW),
     *_rev_columns(),
+    # hidden from the thread list since then; any new message of the thread clears it (the
+    # messages_unarchive trigger, 0021_threads_search)
+    sa.Column("archived_at", TS),
     sa.CheckConstraint("kind IN ('normal', 'main', 'isolated', 'background')",
                        name="threads_kind_check"),
     sa.CheckConstraint("turn_state IN ('idle', 'queued', 'running')",
@@ -110,6 +208,15 @@ threads = sa.Table(
     sa.Index("threads_one_main_per_user", "user_id", unique=True,
              postgresql_where=sa.text("kind = 'main'")),
     sa.Index("threads_user_sync", "user_id", "xid", "rev"),
+    # search (0021_threads_search): English full text, and trigrams, the owner first; or, with
+    # no extensions, full text alone (SEARCH_INDEXES says which is built)
+    sa.Index("threads_search_fts", "user_id",
+             sa.text("to_tsvector('english'::regconfig, title)"),
+             postgresql_using="gin").ddl_if(callable_=_extended),
+    sa.Index("threads_search_trgm", "user_id", "title", postgresql_using="gin",
+             postgresql_ops={"title": "gin_trgm_ops"}).ddl_if(callable_=_extended),
+    sa.Index("threads_search_fts", sa.text("to_tsvector('english'::regconfig, title)"),
+             postgresql_using="gin").ddl_if(callable_=_builtin),
     _user_pk("threads"),
 )
 
@@ -128,6 +235,8 @@ api_tokens = sa.Table(
     sa.Column("last_used_at", TS),
     # an unbound agent token allowed to write in Main's thread (one bound to Main's thread is)
     sa.Column("for_main", sa.Boolean, nullable=False, server_default=sa.false()),
+    # what the person called it when minting it in the WebUI (null: the CLI's, or older)
+    sa.Column("name", sa.Text),
     sa.CheckConstraint("role IN ('user', 'agent')", name="api_tokens_role_check"),
     sa.CheckConstraint("thread_id IS NULL OR role = 'agent'", name="api_tokens_thread_agent_check"),
     sa.CheckConstraint("NOT for_main OR role = 'agent'", name="api_tokens_for_main_check"),
@@ -147,6 +256,19 @@ ws_tickets = sa.Table(
     sa.Column("expires_at", TS, nullable=False),
     sa.Index("ws_tickets_expires", "expires_at"),
     _user_fk("ws_tickets", "token_id", "api_tokens"),
+)
+
+# one-time sign-in codes ("Sign in on your phone"), stored by hash; used_at: redeemed
+signin_codes = sa.Table(
+    "signin_codes",
+    metadata,
+    sa.Column("code_hash", sa.Text, primary_key=True),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.Column("expires_at", TS, nullable=False),
+    sa.Column("used_at", TS),
+    sa.Index("signin_codes_expires", "expires_at"),
 )
 
 messages = sa.Table(
@@ -173,16 +295,42 @@ messages = sa.Table(
     sa.Column("created_at", TS, nullable=False, server_default=NOW),
     sa.Column("updated_at", TS, nullable=False, server_default=NOW),
     *_rev_columns(),
+    # what a page of rows spends on this one (history, the model window, realtime catch-up),
+    # kept with the row so a page is cut from the index without reading the rows' text
+    sa.Column("size", sa.BigInteger, sa.Computed(MESSAGE_SIZE, persisted=True)),
+    # what search matches and ranks (SEARCH_FTS, SEARCH_HAN; NULL on a row that may hold a
+    # secret), stored so no search computes them again
+    sa.Column("search_fts", pg.TSVECTOR, sa.Computed(SEARCH_FTS, persisted=True)),
+    sa.Column("search_han", pg.TSVECTOR, sa.Computed(SEARCH_HAN, persisted=True)),
     sa.CheckConstraint("role IN ('user', 'assistant', 'tool', 'event')",
                        name="messages_role_check"),
     sa.CheckConstraint("(role = 'tool') = (tool_call_id IS NOT NULL)",
                        name="messages_tool_call_id_check"),
     sa.Index("messages_thread_id", "thread_id", "id"),
-    sa.Index("messages_user_sync", "user_id", "xid", "rev"),
+    sa.Index("messages_user_sync", "user_id", "xid", "rev", postgresql_include=["size"]),
     sa.Index("messages_tool_result", "user_id", "thread_id", "tool_call_id", unique=True,
              postgresql_where=sa.text("role = 'tool'")),
     sa.Index("messages_undelivered", "thread_id", "id",
              postgresql_where=sa.text("delivered_at IS NULL AND role IN ('user', 'event')")),
+    # search (0021_threads_search, 0024_search_stored): the rows that can hold no secret; full
+    # text and Han phrases (the stored documents) and trigrams of SEARCH_TEXT, the owner first;
+    # or, with no extensions, full text and Han phrases alone (SEARCH_INDEXES)
+    sa.Index("messages_search_fts", "user_id", "search_fts",
+             postgresql_using="gin", postgresql_where=sa.text(SEARCHABLE_MESSAGE),
+             ).ddl_if(callable_=_extended),
+    sa.Index("messages_search_trgm", "user_id",
+             sa.literal_column(SEARCH_TEXT).label("search_text"),
+             postgresql_using="gin", postgresql_ops={"search_text": "gin_trgm_ops"},
+             postgresql_where=sa.text(SEARCHABLE_MESSAGE)).ddl_if(callable_=_extended),
+    sa.Index("messages_search_han", "user_id", "search_han",
+             postgresql_using="gin", postgresql_where=sa.text(SEARCHABLE_MESSAGE),
+             ).ddl_if(callable_=_extended),
+    sa.Index("messages_search_fts", "search_fts",
+             postgresql_using="gin", postgresql_where=sa.text(SEARCHABLE_MESSAGE),
+             ).ddl_if(callable_=_builtin),
+    sa.Index("messages_search_han", "search_han",
+             postgresql_using="gin", postgresql_where=sa.text(SEARCHABLE_MESSAGE),
+             ).ddl_if(callable_=_builtin),
     _user_pk("messages"),
     _user_fk("messages", "thread_id", "threads"),
 )
@@ -257,6 +405,12 @@ message_components = sa.Table(
     sa.Column("expires_at", TS),
     sa.Column("withdrawn_reason", sa.Text),
     sa.Column("superseded_by", sa.Text),
+    # where the due clock started (0020_user_prefs): null means posted_at; the re-judging
+    # sweep restarts it. A settings change recomputes due_at from it (quiet hours).
+    sa.Column("due_from", TS),
+    # when a card with Main goes back to Max if Main has not decided (0022_main_timeout): set
+    # by every move to with-main, cleared by every other move
+    sa.Column("main_due_at", TS),
     sa.CheckConstraint("kind IN ('choice', 'text', 'secret', 'object')",
                        name="message_components_kind_check"),
     sa.CheckConstraint("stakes IN ('normal', 'irreversible')",
@@ -279,12 +433,46 @@ message_components = sa.Table(
     sa.Index("message_components_tool_message", "tool_message_id"),
     _user_pk("message_components"),
     _user_fk("message_components", "thread_id", "threads"),
-    _user_fk("message_components", "message_id", "messages"),
-    _user_fk("message_components", "tool_message_id", "messages"),
+    # no keys to message_id and tool_message_id (0025_component_message_keys): both messages
+    # are written by the statement that writes the components, and go only with the thread
     _user_fk("message_components", "decision_id", "decisions", set_null=True),
     # open cards without a carrier (posted while Max watched): the re-judging sweep (0006_life_a)
     sa.Index("message_components_unwatched", "posted_at",
              postgresql_where=sa.text("status = 'open' AND decision_id IS NULL")),
+    # a user's open cards, whose due times a settings change recomputes (0020_user_prefs)
+    sa.Index("message_components_user_open", "user_id", "posted_at",
+             postgresql_where=sa.text("status = 'open'")),
+    # the cards with Main whose time to decide is up: the timeout sweep (0022_main_timeout)
+    sa.Index("message_components_main_due", "main_due_at",
+             postgresql_where=sa.text("status = 'with-main'")),
+)
+
+# A person's own settings (0020_user_prefs; docs/domain.md "Quiet hours"): one row per user,
+# written on the first read or change. quiet_hours: {"start": "HH:MM", "end": "HH:MM",
+# "days": [ISO weekdays] or null}, or null for none.
+user_settings = sa.Table(
+    "user_settings",
+    metadata,
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("locale", sa.Text, nullable=False, server_default="en"),
+    sa.Column("time_zone", sa.Text, nullable=False, server_default="UTC"),
+    sa.Column("quiet_hours", pg.JSONB),
+    sa.Column("main_may_answer_during_quiet_hours", sa.Boolean, nullable=False,
+              server_default=sa.false()),
+    sa.Column("quiet_push", sa.Text, nullable=False, server_default="passive"),
+    sa.Column("main_after_minutes", sa.Integer, nullable=False, server_default=sa.text("30")),
+    sa.Column("main_may_take_cards", sa.Boolean, nullable=False, server_default=sa.true()),
+    sa.Column("updated_at", TS, nullable=False, server_default=NOW),
+    # Main's time to decide a card, in minutes; null: the server's default (0022_main_timeout)
+    sa.Column("main_timeout_minutes", sa.Integer),
+    sa.CheckConstraint("locale IN ('en', 'zh-CN')", name="user_settings_locale_check"),
+    sa.CheckConstraint("quiet_push IN ('passive', 'hold')",
+                       name="user_settings_quiet_push_check"),
+    sa.CheckConstraint("main_after_minutes BETWEEN 0 AND 10080",
+                       name="user_settings_main_after_minutes_check"),
+    sa.CheckConstraint("main_timeout_minutes BETWEEN 1 AND 10080",
+                       name="user_settings_main_timeout_minutes_check"),
 )
 
 component_audit = sa.Table(
@@ -324,8 +512,9 @@ turns = sa.Table(
     sa.Column("delivered_through", sa.BigInteger, nullable=False, server_default=sa.text("0")),
     # queued only to tell the model about its forged notice (finish does that once in a row)
     sa.Column("forged_requeue", sa.Boolean, nullable=False, server_default=sa.text("false")),
-    # 'lapsed': the lease ran out; a fresh turn replaced it, so the old id fences stale writers
-    sa.CheckConstraint("status IN ('queued', 'running', 'done', 'lapsed')",
+    # 'lapsed': the lease ran out; a fresh turn replaced it, so the old id fences stale writers;
+    # 'stopped': Max pressed Stop (0019_retract_stop); its id fences the runtime, none replaces it
+    sa.CheckConstraint("status IN ('queued', 'running', 'done', 'lapsed', 'stopped')",
                        name="turns_status_check"),
     sa.Index("turns_one_active_per_thread", "user_id", "thread_id", unique=True,
              postgresql_where=sa.text("status IN ('queued', 'running')")),
@@ -334,7 +523,7 @@ turns = sa.Table(
              postgresql_where=sa.text("status = 'running'")),
     # retention and the recent-lapses gauge (0005_ops)
     sa.Index("turns_finished", "finished_at",
-             postgresql_where=sa.text("status IN ('done', 'lapsed')")),
+             postgresql_where=sa.text("status IN ('done', 'lapsed', 'stopped')")),
     sa.Index("turns_thread", "thread_id", "id"),
     _user_pk("turns"),
     _user_fk("turns", "thread_id", "threads"),
@@ -390,7 +579,9 @@ push_outbox = sa.Table(
     sa.Column("last_error", sa.Text),
     sa.Column("created_at", TS, nullable=False, server_default=NOW),
     sa.Column("sent_at", TS),
-    sa.CheckConstraint("kind IN ('notify', 'withdraw')", name="push_outbox_kind_check"),
+    # activity: a Live Activity's whole state for one APNs device (0018_live_activity)
+    sa.CheckConstraint("kind IN ('notify', 'withdraw', 'activity')",
+                       name="push_outbox_kind_check"),
     sa.CheckConstraint("status IN ('pending', 'sending', 'sent', 'dead')",
                        name="push_outbox_status_check"),
     sa.Index("push_outbox_ready", "next_attempt_at",
@@ -467,6 +658,44 @@ push_action_tokens = sa.Table(
     _user_pk("push_action_tokens"),
     _user_fk("push_action_tokens", "decision_id", "decisions"),
     _user_fk("push_action_tokens", "device_id", "push_devices"),
+)
+
+# a runtime's lease (0023_runtime_leases): active while heartbeats keep lease_until ahead
+runtime_leases = sa.Table(
+    "runtime_leases",
+    metadata,
+    sa.Column("id", pg.UUID(as_uuid=False), nullable=False,
+              server_default=sa.text("gen_random_uuid()")),
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("runtime", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default="active"),
+    sa.Column("lease_until", TS, nullable=False),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.Column("lapsed_at", TS),
+    sa.CheckConstraint("status IN ('active', 'lapsed')", name="runtime_leases_status_check"),
+    sa.Index("runtime_leases_due", "lease_until",
+             postgresql_where=sa.text("status = 'active'")),
+    # retention (ops/retention.py): lapsed leases go after MAXCLAW_RETENTION_RUNTIME_LEASES_DAYS
+    sa.Index("runtime_leases_lapsed", "lapsed_at",
+             postgresql_where=sa.text("status = 'lapsed'")),
+    _user_pk("runtime_leases"),
+)
+
+# the background jobs reported started under a lease and not yet finished (0023_runtime_leases)
+leased_jobs = sa.Table(
+    "leased_jobs",
+    metadata,
+    sa.Column("user_id", pg.UUID(as_uuid=False),
+              sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("thread_id", pg.UUID(as_uuid=False), nullable=False),
+    sa.Column("job_id", sa.Text, nullable=False),
+    sa.Column("lease_id", pg.UUID(as_uuid=False), nullable=False),
+    sa.Column("created_at", TS, nullable=False, server_default=NOW),
+    sa.PrimaryKeyConstraint("user_id", "thread_id", "job_id", name="leased_jobs_pkey"),
+    sa.Index("leased_jobs_lease", "user_id", "lease_id"),
+    _user_fk("leased_jobs", "thread_id", "threads"),
+    _user_fk("leased_jobs", "lease_id", "runtime_leases"),
 )
 
 SYNCED_TABLES = ("threads", "messages", "decisions")

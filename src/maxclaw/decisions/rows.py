@@ -37,7 +37,7 @@ class DecisionRow(Row):
 @dataclass(frozen=True, slots=True)
 class NewCarrier:
     """One ``agent-question`` decision to create for a card's question (``insert_carriers``,
-    and ``components.store.post_cards`` with its push ``payload``)."""
+    and ``components.post_store.post_cards`` with its push ``payload``)."""
 
     user_id: str
     component_id: str

@@ -1,10 +1,10 @@
 """``/mcp``'s backend: the tools on the services, in-process, for one agent principal.
 
 It does what ``maxclaw mcp``'s REST backend (``client/mcp_stdio.py``) does over HTTP, so the two
-transports cannot disagree: ``ask`` executes the call id, and when no assistant row carries it
-yet writes one (``ask_user_question`` with the MCP arguments, outside any turn) and executes it
-— a repeated call id replays its stored result, refusals included; ``get_answers`` is the
-thread's inbox outside a turn; ``list_questions`` the thread's cards.
+transports cannot disagree: ``run`` posts the call as an assistant row with ``"execute": true``
+(``ask_user_question`` or ``withdraw_question`` with the MCP arguments, outside any turn: one
+transaction) — a repeated call id replays its stored result, refusals included;
+``get_answers`` is the thread's inbox outside a turn; ``list_questions`` the thread's cards.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from fastapi.encoders import jsonable_encoder
 
 from maxclaw.agentthreads.service import AgentThreadService
 from maxclaw.auth.service import Principal
-from maxclaw.cards.definitions import ASK_TOOL
 from maxclaw.components.server_tools import ToolService
-from maxclaw.errors import MaxclawError, NotFound
+from maxclaw.errors import MaxclawError
 from maxclaw.turns.messages import AgentMessageService
-from maxclaw.wire.mcp import Refused, assistant_row
+from maxclaw.wire.mcp import Refused, assistant_row, offered_thread_tools
 
 
 class ServiceBackend:
@@ -32,28 +31,26 @@ class ServiceBackend:
         self.messages = messages
         self.threads = threads
 
-    async def ask_schema(self, thread_id: str) -> dict[str, Any] | None:
+    async def thread_tools(self, thread_id: str) -> dict[str, tuple[str, dict[str, Any]]]:
         try:
             offered = await self.tools.tools(self.who, thread_id)
         except MaxclawError as exc:
             raise Refused(exc.code, exc.message) from None
-        for tool in offered:
-            if tool["function"]["name"] == ASK_TOOL:
-                schema: dict[str, Any] = tool["function"]["parameters"]
-                return schema
-        return None
+        return offered_thread_tools(offered)
 
-    async def ask(self, thread_id: str, call_id: str,
+    async def run(self, thread_id: str, call_id: str, name: str,
                   arguments: dict[str, Any]) -> tuple[int, Any]:
+        """The call's assistant row posted with ``"execute": true``: one transaction (a call
+        id sent again replays its stored result)."""
         try:
-            try:
-                status, content, _ = await self.tools.execute(self.who, thread_id, call_id)
-            except NotFound:  # no row carries the call yet (a missing thread: the post says)
-                await self.messages.post(self.who, thread_id, assistant_row(call_id, arguments))
-                status, content, _ = await self.tools.execute(self.who, thread_id, call_id)
+            posted = await self.messages.post(
+                self.who, thread_id, {**assistant_row(call_id, arguments, name), "execute": True})
         except MaxclawError as exc:
             raise Refused(exc.code, exc.message) from None
-        return status, content
+        for result in posted.get("results") or []:
+            if result["tool_call_id"] == call_id:
+                return int(result["status"]), result["content"]
+        raise Refused("unavailable", "The call was posted without a result; try again.")
 
     async def get_answers(self, thread_id: str) -> dict[str, Any]:
         try:

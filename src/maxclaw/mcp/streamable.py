@@ -7,6 +7,10 @@ stateless mode with JSON responses: no ``Mcp-Session-Id`` is issued, no stream o
 kept between requests, and each ``tools/call`` reads and writes PostgreSQL through the
 services. So two replicas behind a load balancer serve one agent interchangeably — any request
 may land on either, and a replica that restarts loses nothing.
+
+Refused tokens count against the client's address as on REST (``Quotas.authenticating``), and
+``GET /mcp`` is answered ``405``: the stream it would open carries server-initiated messages,
+which a stateless server never sends, and it would stay open for nothing.
 """
 
 from __future__ import annotations
@@ -23,8 +27,16 @@ from starlette.types import Receive, Scope, Send
 from maxclaw.agentthreads.service import AgentThreadService
 from maxclaw.auth.service import AuthService, Principal, parse_uuid
 from maxclaw.components.server_tools import ToolService
-from maxclaw.errors import BadRequest, Forbidden, MaxclawError, Unauthorized, Unavailable
+from maxclaw.errors import (
+    BadRequest,
+    Forbidden,
+    MaxclawError,
+    RateLimited,
+    Unauthorized,
+    Unavailable,
+)
 from maxclaw.mcp.backend import ServiceBackend
+from maxclaw.quotas import Quotas
 from maxclaw.turns.messages import AgentMessageService
 
 if TYPE_CHECKING:
@@ -48,8 +60,21 @@ async def _respond(send: Send, exc: MaxclawError) -> None:
                (b"content-length", str(len(body)).encode())]
     if exc.http_status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
+    if exc.http_status == 405:
+        headers.append((b"allow", b"POST"))
+    if isinstance(exc, RateLimited):
+        headers.append((b"retry-after", str(exc.retry_after_s).encode()))
     await send({"type": "http.response.start", "status": exc.http_status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+class MethodNotAllowed(MaxclawError):
+    code = "method_not_allowed"
+    http_status = 405
+
+
+NO_STREAM = MethodNotAllowed("This MCP server is stateless: it sends nothing unasked, so it "
+                             "opens no stream on GET. Send requests with POST.")
 
 
 READY_WITHIN_S = 60.0
@@ -63,8 +88,9 @@ class McpHttpApp:
     name = "mcp-http"
 
     def __init__(self, auth: AuthService, tools: ToolService, messages: AgentMessageService,
-                 threads: AgentThreadService) -> None:
+                 threads: AgentThreadService, quotas: Quotas) -> None:
         self.auth = auth
+        self.quotas = quotas
         self.tools = tools
         self.messages = messages
         self.threads = threads
@@ -98,7 +124,11 @@ class McpHttpApp:
         if scope["type"] != "http":
             return
         try:
-            who, thread_id = await self._authenticate(scope)
+            if scope.get("method") == "GET":
+                raise NO_STREAM
+            client = scope.get("client")
+            who, thread_id = await self.quotas.authenticating(
+                client[0] if client else None, lambda: self._authenticate(scope))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._ready.wait(), READY_WITHIN_S)
             if self.manager is None or not self._ready.is_set():

@@ -10,9 +10,10 @@ in both directions. So the code runs unchanged on it, and ``maxclaw migrate --ch
 says current. What it cannot keep is refused: a unique key without ``user_id`` (migration
 ``0006_user_keys`` removed the last of them).
 
-``users`` and the three routing tables, whose rows are found by a token's hash before the user
-is known (``api_tokens``, ``ws_tickets``, ``push_action_tokens``), stay as they are: on Citus
-they would be a reference table and lookup tables in front of the user's shard.
+``users`` and the four routing tables, whose rows are found by a token's hash before the user
+is known (``api_tokens``, ``ws_tickets``, ``push_action_tokens``, ``signin_codes``), stay as
+they are: on Citus they would be a reference table and lookup tables in front of the user's
+shard.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from maxclaw.db.urls import plain_url
 
 PARTITIONED = ("threads", "messages", "decisions", "message_components", "component_audit",
                "turns", "presence", "push_devices", "push_outbox", "message_secrets")
-NOT_PARTITIONED = ("users", "api_tokens", "ws_tickets", "push_action_tokens")
+NOT_PARTITIONED = ("users", "api_tokens", "ws_tickets", "push_action_tokens", "signin_codes")
 
 
 class PartitionError(Exception):

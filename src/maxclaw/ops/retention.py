@@ -6,11 +6,14 @@ it forever) and the SQL that picks it. Every rule's ``WHERE`` also says what it 
 * ``push_outbox`` — only ``sent`` and ``dead`` rows, never a row of a decision that is still
   open, never a row of a (decision, device) pair that still has a ``pending``/``sending`` row
   (the dispatcher orders a pair's rows by id).
-* ``component_audit`` — never the trail of a component that is not settled yet (``open``,
-  ``with-main``, ``handed-back``).
+* ``component_audit`` — only the trail of a settled component (the transitions table's
+  ``SETTLED``: answered, main-answered, withdrawn, expired); a card that can still move (open,
+  with Main, handed back, revoked) keeps its whole trail.
 * ``turns`` — only ``done`` and ``lapsed`` turns, and never the newest turn of a thread.
 * ``presence`` — rows whose TTL ran out (a live connection refreshes its row);
 * ``ws_tickets`` — WebSocket tickets past their expiry (a ticket is good for seconds).
+* ``runtime_leases`` — runtime leases that lapsed (one per runtime that stopped; its jobs
+  were ended as lost when it lapsed, so nothing refers to it).
 
 Messages, threads, decisions and components are history the user reads: they are never pruned.
 One replica prunes at a time (a transaction-scoped advisory lock, so it works behind PgBouncer
@@ -19,15 +22,14 @@ in transaction mode); the others skip the round.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from maxclaw.clock import Clock
+from maxclaw.components.machine import SETTLED, statuses
 from maxclaw.db.database import Database
-from maxclaw.errors import Unavailable
+from maxclaw.jobs import PeriodicJob
 from maxclaw.metrics import Metrics
 from maxclaw.settings import Settings
 
@@ -36,8 +38,11 @@ log = logging.getLogger("maxclaw.ops.retention")
 # pg_try_advisory_xact_lock key: one pruning replica at a time (per database)
 PRUNE_LOCK = 7356003
 
-# component statuses after which nothing changes any more
-SETTLED_COMPONENT = ("answered", "main-answered", "revoked")
+# component statuses after which nothing changes any more: the table's, never a copy (a copy
+# drifted once and pruned a revoked card's trail while keeping withdrawn and expired ones).
+# Enum values, not input, so they may be written into the statement.
+SETTLED_COMPONENT = tuple(statuses(SETTLED))
+_SETTLED_SQL = ", ".join(f"'{s}'" for s in SETTLED_COMPONENT)
 
 
 @dataclass(frozen=True)
@@ -73,15 +78,18 @@ RULES: tuple[Rule, ...] = (
     Rule("component_audit", "component_audit", "id", "retention_audit_days",
          "x.at < $1 AND NOT EXISTS (SELECT 1 FROM message_components AS c"
          " WHERE c.id = x.component_id AND c.user_id = x.user_id"
-         f" AND c.status NOT IN {SETTLED_COMPONENT!r})"),
+         f" AND c.status NOT IN ({_SETTLED_SQL}))"),
     Rule("turns", "turns", "id", "retention_turns_days",
-         "x.status IN ('done', 'lapsed') AND x.finished_at < $1"
+         "x.status IN ('done', 'lapsed', 'stopped') AND x.finished_at < $1"
          " AND EXISTS (SELECT 1 FROM turns AS n"
          " WHERE n.user_id = x.user_id AND n.thread_id = x.thread_id AND n.id > x.id)"),
     Rule("presence", "presence", "connection_id", "retention_presence_days",
          "x.expires_at < $1"),
     Rule("ws_tickets", "ws_tickets", "ticket_hash", "retention_ws_tickets_days",
          "x.expires_at < $1"),
+    # a lapsed lease holds no job (the lapse deleted them) and is never active again
+    Rule("runtime_leases", "runtime_leases", "id", "retention_runtime_leases_days",
+         "x.status = 'lapsed' AND x.lapsed_at < $1"),
 )
 
 
@@ -131,35 +139,16 @@ class Pruner:
         return result
 
 
-class PruneJob:
-    """``serve``'s background pruner: one round per ``prune_interval_s``."""
+class PruneJob(PeriodicJob):
+    """``serve``'s background pruner: one round at start, then one per ``prune_interval_s``."""
 
     name = "pruner"
 
     def __init__(self, pruner: Pruner, interval_s: float) -> None:
+        super().__init__(interval_s, run_at_start=True)
         self.pruner = pruner
-        self.interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="maxclaw-pruner")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                result = await self.pruner.prune()
-                if result and any(result.values()):
-                    log.info("pruned", extra={"rows": result})
-            except Unavailable as exc:  # the pool translates connection errors to this
-                log.warning("prune round failed; the next one retries",
-                            extra={"error": type(exc).__name__})
-            except Exception:
-                log.exception("prune round failed")
-            await asyncio.sleep(self.interval_s)
+    async def run_once(self) -> None:
+        result = await self.pruner.prune()
+        if result and any(result.values()):
+            log.info("pruned", extra={"rows": result})

@@ -47,13 +47,6 @@ class SchemaStatus:
                 f"{self.code}): a newer release migrated it; run that release")
 
 
-def code_head(database_url: str) -> str:
-    script = ScriptDirectory.from_config(alembic_config(database_url))
-    head = script.get_current_head()
-    assert head is not None
-    return head
-
-
 def database_revision(database_url: str) -> str | None:
     with psycopg.connect(plain_url(database_url), autocommit=True) as conn:
         exists = conn.execute("SELECT to_regclass('public.alembic_version')").fetchone()

@@ -1,35 +1,24 @@
-"""The operator side of one process: retention and the database gauges (built by ``app.py``
-next to the composition root's services, so they stay out of the request path)."""
+"""The operator side of one process: retention and the database gauges (built by the
+composition root, ``composition.build_ops``), and the pool ``settings`` describe."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from maxclaw.clock import Clock, SystemClock
 from maxclaw.db.database import Database
 from maxclaw.jobs import Job
-from maxclaw.metrics import Metrics
 from maxclaw.ops.gauges import DatabaseGauges
-from maxclaw.ops.retention import PruneJob, Pruner
+from maxclaw.ops.retention import Pruner
 from maxclaw.settings import Settings
 
 
 @dataclass(frozen=True)
 class OpsServices:
+    """Retention, the database gauges (``/metrics``), and the pruner's job when it runs."""
+
     pruner: Pruner
     gauges: DatabaseGauges
     jobs: tuple[Job, ...]
-
-
-def build_ops(settings: Settings, db: Database, metrics: Metrics,
-              clock: Clock | None = None) -> OpsServices:
-    clock = clock or SystemClock()
-    db.on_acquire = metrics.ops.pool_acquire.observe
-    pruner = Pruner(db, settings, clock, metrics)
-    gauges = DatabaseGauges(db, metrics, clock, settings.metrics_db_refresh_s)
-    jobs: tuple[Job, ...] = (
-        (PruneJob(pruner, settings.prune_interval_s),) if settings.run_pruner else ())
-    return OpsServices(pruner=pruner, gauges=gauges, jobs=jobs)
 
 
 def database_for(settings: Settings, url: str | None = None, *, min_size: int | None = None,

@@ -46,7 +46,8 @@ WHERE decision_id = $1 AND user_id = $2 AND used_at IS NULL AND revoked_at IS NU
 async def mint(conn: asyncpg.Connection, *, user_id: str, decision_id: int, device_id: int,
                token_hash: bytes, now: datetime, expires_at: datetime,
                scope: str = "answer") -> int:
-    """Store a new token's hash (``scope``: ``answer`` or ``revoke``); returns its id."""
+    """Store a new token's hash (``scope``: ``answer``, ``revoke`` or ``retract``); returns
+    its id."""
     return int(await conn.fetchval(MINT, user_id, decision_id, device_id, token_hash, now,
                                    expires_at, scope))
 

@@ -1,7 +1,8 @@
 """Action tokens: what a notification's buttons answer with, so no device holds a bearer token.
 
-Every notification sent to a Web Push or APNs device carries a fresh ``action_token``, minted
-when the push is sent (never stored in the outbox: the table keeps only its SHA-256). It is
+Every notification sent to a Web Push, APNs or webhook device carries a fresh ``action_token``
+(a webhook-driven bridge, a chat bot or a pager, answers with it instead of Max's bearer token),
+minted when the push is sent (never stored in the outbox: the table keeps only its SHA-256). It is
 scoped to one decision and one device, answers once, is refused once the decision settles
 (``409 settled``, however it settled), is revoked when the decision reopens, and expires after
 ``ACTION_TOKEN_TTL`` in any case. ``POST /v1/push/actions`` with ``{"action_token", "action",
@@ -9,9 +10,18 @@ scoped to one decision and one device, answers once, is refused once the decisio
 a secret is typed only inside the app.
 
 A token has a scope: ``answer`` for a question's buttons, ``revoke`` for the Revoke button of
-"Main answered … for you" (``action: "revoke"``). A revoke token works while the decision is
-settled by Main's answer; the revoke transition's CAS decides the rest (``409 conflict`` when
-the card is no longer ``main-answered``), and it is spent like an answer token: once.
+"Main answered … for you" (``action: "revoke"``), ``retract`` for the "Take back" button of the
+notification that confirms an answer given from a notification (``action: "retract"``). A
+revoke token works while the decision is settled by Main's answer; the revoke transition's CAS
+decides the rest (``409 conflict`` when the card is no longer ``main-answered``), and it is
+spent like an answer token: once.
+
+A retract token is never pushed: it is minted in the transaction of the answer an answer token
+gave, for the same user, decision and device, and returned in that answer's response
+(``take_back``), where the service worker (or an app's notification extension) puts it on the
+confirmation. The retract transition judges its use (``409 seen``, ``409 too_late`` once the
+window closed, ...); it answers once, and lives a day past the window so that a late tap hears
+``too_late`` rather than "expired".
 
 Refusals (nothing is written for any of them):
 - ``401 unauthorized``, ``data.reason``: ``action_token_unknown`` (never issued, or its device
@@ -39,14 +49,18 @@ from maxclaw.db.database import Database
 from maxclaw.errors import ComponentError, Unauthorized
 from maxclaw.push import action_token_store as store
 from maxclaw.push.adapters.base import Adapter, Delivery
+from maxclaw.push.payload import TAKE_BACK_CATEGORY
+from maxclaw.push.rows import ActionTokenRow
 
 TOKEN_PREFIX = "mcpa_"
 ACTION_TOKEN_TTL = timedelta(days=31)  # longer than any question may stay open (30 days)
 # the platforms whose notifications carry buttons a device answers with (never ``log``: its
 # payloads are written to the server's log, and a token there would be a credential in a log)
-TOKEN_PLATFORMS = ("webpush", "apns")
+TOKEN_PLATFORMS = ("webpush", "apns", "webhook")
 # the notifications whose buttons act with a token, and what their token may do
 SCOPES = {"agent-question": "answer", "main-answered": "revoke"}
+RETRACT_SCOPE = "retract"  # "Take back" on the confirmation of an answer (never pushed)
+TAKE_BACK_GRACE = timedelta(days=1)  # a retract token outlives the window by this
 
 
 def new_token() -> tuple[str, bytes]:
@@ -122,11 +136,45 @@ class ActionTokens:
     async def check(self, token: str, decision_id: int | None,
                     scope: str = "answer") -> tuple[Principal, int, Any]:
         """``(principal, decision id, guard)`` for a usable token, else the refusal.
-        ``scope``: what the request does with it (``answer`` or ``revoke``).
+        ``scope``: what the request does with it (``answer``, ``revoke`` or ``retract``).
 
         ``guard(conn)`` spends the token inside the answer's transaction; if another use won
         meanwhile it raises ``409 settled`` and the answer rolls back with it.
         """
+        row, guard = await self._check(token, decision_id, scope)
+        return self._principal(row), row.decision_id, guard
+
+    async def check_with_take_back(self, token: str, decision_id: int | None,
+                                   window: timedelta) -> tuple[Principal, int, Any,
+                                                                dict[str, Any]]:
+        """An answer token's check whose guard also mints the ``retract`` token of the
+        confirmation, in the answer's transaction (a refused answer mints nothing). The
+        returned dict is filled by the guard: ``{"action_token", "action", "until",
+        "category"}`` (the APNs category of the app's confirmation); it
+        stays empty when the window is zero (no take back)."""
+        row, spend = await self._check(token, decision_id, "answer")
+        minted: dict[str, Any] = {}
+
+        async def guard(conn: asyncpg.Connection) -> None:
+            await spend(conn)
+            if window <= timedelta(0):
+                return
+            retract, digest = new_token()
+            now = self.clock.now()
+            await store.mint(conn, user_id=row.user_id, decision_id=row.decision_id,
+                             device_id=row.device_id, token_hash=digest, now=now,
+                             expires_at=now + window + TAKE_BACK_GRACE, scope=RETRACT_SCOPE)
+            minted.update(action_token=retract, action=RETRACT_SCOPE, until=now + window,
+                          category=TAKE_BACK_CATEGORY)
+
+        return self._principal(row), row.decision_id, guard, minted
+
+    @staticmethod
+    def _principal(row: ActionTokenRow) -> Principal:
+        return Principal(user_id=row.user_id, name="push action", role="user")
+
+    async def _check(self, token: str, decision_id: int | None,
+                     scope: str) -> tuple[ActionTokenRow, Any]:
         row = None
         if token.startswith(TOKEN_PREFIX) and len(token) <= 200:
             async with self.db.connection() as conn:
@@ -144,7 +192,8 @@ class ActionTokens:
         if row.used_at is not None:
             raise ComponentError("settled", "This notification was already used; "
                                  "nothing was changed.", data={"reason": "action_token_used"})
-        # a revoke token acts on a settled decision (Main's answer); the revoke's CAS judges it
+        # a revoke token acts on a settled decision (Main's answer), a retract token on Max's
+        # answer: their transitions' CAS judges them
         if scope == "answer" and row.decision_status != "open":
             raise ComponentError("settled", data={"reason": "decision_settled",
                                                   "settled_via": row.settled_via})
@@ -163,5 +212,4 @@ class ActionTokens:
                 raise ComponentError("settled", "This notification was already used; "
                                      "nothing was changed.", data={"reason": "action_token_used"})
 
-        who = Principal(user_id=user_id, name="push action", role="user")
-        return who, row.decision_id, guard
+        return row, guard

@@ -16,9 +16,11 @@ Runs as a background job inside ``maxclaw serve`` (when ``run_push_dispatcher``)
 - **Heartbeats** extend the leases of every row still in flight every third of a lease, so a
   slow endpoint keeps its row rather than being raced by another dispatcher, while a dead
   dispatcher's rows are claimed again within one lease.
-- **Wake-ups**: a LISTEN on ``maxclaw_push`` (the hint every enqueue sends) and an
-  in-process hint wake the loop at once; a poll tick covers a lost hint, and a scheduled retry
-  wakes it when due. Every write that follows a send is fenced by the attempt number claimed.
+- **Wake-ups**: the ``maxclaw_push`` channel of the process's LISTEN connection
+  (``db.listen``: the hint every enqueue sends; a (re)connect wakes it too, since hints sent
+  meanwhile were unheard) and an in-process hint wake the loop at once; a poll tick covers a
+  lost hint, and a scheduled retry wakes it when due. Every write that follows a send is fenced
+  by the attempt number claimed.
 """
 
 from __future__ import annotations
@@ -32,21 +34,22 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-import asyncpg
-
+from maxclaw import tracing
 from maxclaw.clock import Clock, SystemClock
-from maxclaw.db.database import Database, connect
+from maxclaw.db.database import Database
+from maxclaw.db.listen import Listener, Subscription
 from maxclaw.metrics import Metrics
+from maxclaw.prefs.rows import of_json
 from maxclaw.push import store
 from maxclaw.push.adapters.base import Adapter, Delivery, DeliveryError
 from maxclaw.push.rows import ClaimedRow
+from maxclaw.push.shaping import shape
 from maxclaw.quotas import Quotas
 from maxclaw.settings import Settings
 
 log = logging.getLogger("maxclaw.push")
 
 CHANNEL = "maxclaw_push"
-LISTEN_RETRY_S = 30.0
 CLAIM_MAX = 64  # rows per claim statement
 # acknowledgement statements in flight at once: a completion waits for at most one write to
 # finish before its own starts (with one writer it waited for a whole write plus its own)
@@ -79,8 +82,11 @@ class Dispatcher:
                  poll_s: float = 1.0, concurrency: int | None = None,
                  endpoint_concurrency: int | None = None, listen: bool = True,
                  rng: random.Random | None = None, quotas: Quotas | None = None,
-                 ack_writers: int = ACK_WRITERS) -> None:
+                 ack_writers: int = ACK_WRITERS, listener: Listener | None = None) -> None:
         self.db = db
+        # the process's shared LISTEN connection (the composition root's); a dispatcher built
+        # alone with ``listen`` opens its own when it starts
+        self.listener = listener
         self.ack_writers = ack_writers
         self.quotas = quotas or Quotas(settings)
         self.adapters = dict(adapters)
@@ -107,8 +113,8 @@ class Dispatcher:
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
-        self._listener: asyncpg.Connection | None = None
-        self._listen_tried_at = float("-inf")
+        self._listening: Subscription | None = None
+        self._own_listener: Listener | None = None
         self._next_retry: datetime | None = None
 
     @property
@@ -176,7 +182,9 @@ class Dispatcher:
     async def _run_delivery(self, row: ClaimedRow) -> None:
         outbox_id = row.id
         try:
-            await self._deliver(row)
+            with tracing.span("push.deliver", outbox_id=outbox_id, platform=row.platform,
+                              kind=row.kind):
+                await self._deliver(row)
         except Exception:  # the row stays 'sending'; its lease lapses and it is sent again
             log.exception("push delivery could not be recorded", extra={"outbox_id": outbox_id})
         finally:
@@ -184,11 +192,21 @@ class Dispatcher:
 
     async def _deliver(self, row: ClaimedRow) -> None:
         """Send one row and record the outcome: acknowledged, retry, dead or device gone."""
+        # his locale and quiet hours, as of now (a held notification waits for the window's
+        # end without spending an attempt)
+        shaped = shape(row.kind, dict(row.payload), of_json(row.user_id, row.prefs),
+                       self.clock.now())
         delivery = Delivery(
             outbox_id=row.id, user_id=row.user_id, device_id=row.device_id,
-            decision_id=row.decision_id, kind=row.kind, payload=row.payload,
+            decision_id=row.decision_id, kind=row.kind, payload=shaped.payload,
             platform=row.platform, config=row.config, secret=row.secret,
             attempt=row.attempts)
+        if shaped.hold_until is not None:
+            async with self.db.connection() as conn:
+                await store.defer(conn, user_id=delivery.user_id, outbox_id=delivery.outbox_id,
+                                  attempt=delivery.attempt, at=shaped.hold_until)
+            self.metrics.pushes.labels(delivery.platform, "held").inc()
+            return
         if delivery.attempt > self.settings.push_max_attempts:
             # only a row whose lease lapsed after its last attempt gets here (the dispatcher
             # holding it died mid-send): give up rather than claim it forever
@@ -312,11 +330,17 @@ class Dispatcher:
         if exc.device_gone:
             await self._forget_device(delivery, extra)
             return
-        async with self.db.connection() as conn:
+        async with self.db.transaction(notify=False) as conn:
             if final:
-                await store.mark_dead(conn, user_id=delivery.user_id,
-                                      outbox_id=delivery.outbox_id,
-                                      attempt=delivery.attempt, error=exc.message)
+                dead = await store.mark_dead(conn, user_id=delivery.user_id,
+                                             outbox_id=delivery.outbox_id,
+                                             attempt=delivery.attempt, error=exc.message)
+                if dead and exc.token_gone:
+                    # an activity Max ended (or the app's start token): later states go to
+                    # a new one, started with the push-to-start token
+                    await store.forget_activity_token(
+                        conn, user_id=delivery.user_id, device_id=delivery.device_id,
+                        token=str(delivery.payload.get("token") or ""))
             else:
                 delay = backoff_delay(delivery.attempt, base_s=self.settings.push_backoff_base_s,
                                       max_s=self.settings.push_backoff_max_s, rng=self.rng)
@@ -370,7 +394,7 @@ class Dispatcher:
         await self.close()
 
     async def close(self) -> None:
-        """Release adapters' connections and the LISTEN connection."""
+        """Release adapters' connections and the LISTEN subscription."""
         for adapter in {id(a): a for a in self.adapters.values()}.values():
             try:
                 await adapter.close()
@@ -409,25 +433,23 @@ class Dispatcher:
         return wait
 
     async def _ensure_listening(self) -> None:
-        if not self.listen or (self._listener is not None and not self._listener.is_closed()):
+        if not self.listen:
             return
-        loop = asyncio.get_running_loop()
-        if loop.time() - self._listen_tried_at < LISTEN_RETRY_S:
-            return
-        self._listen_tried_at = loop.time()
-        try:
-            conn = await connect(self.db.listen_url)
-            await conn.add_listener(CHANNEL, self._on_hint)
-            self._listener = conn
-        except Exception as exc:  # polling still works; say so once per retry period
-            log.warning("push dispatcher cannot LISTEN; polling only",
-                        extra={"error": f"{type(exc).__name__}: {exc}"})
+        if self.listener is None:
+            self.listener = self._own_listener = Listener(self.db.listen_url)
+        if self._listening is None:
+            self._listening = self.listener.subscribe(CHANNEL, self._on_hint,
+                                                      on_reconnect=self.hint)
+        # polling still works while it is down; the listener retries in the background
+        await self.listener.ensure_listening()
 
-    def _on_hint(self, *_: object) -> None:
+    def _on_hint(self, _payload: str) -> None:
         self._wake.set()
 
     async def _unlisten(self) -> None:
-        if self._listener is not None:
-            with contextlib.suppress(Exception):
-                await self._listener.close()
-            self._listener = None
+        if self.listener is not None and self._listening is not None:
+            self.listener.unsubscribe(self._listening)
+            self._listening = None
+        if self._own_listener is not None:
+            await self._own_listener.stop()
+            self.listener = self._own_listener = None

@@ -35,8 +35,12 @@ def build_actions(decision: dict[str, Any]) -> list[dict[str, Any]]:
     if decision.get("sensitive"):
         return []  # a secret card takes only the reply box
     options: list[dict[str, Any]] = list(decision.get("options") or [])
-    actions: list[dict[str, Any]] = [{"id": f"opt:{o['id']}", "title": o["label"]}
-                                     for o in ordered_options(options)]
+    # ``recommended`` lets a client that shows fewer buttons than there are options keep the
+    # recommended one (with "Other…"/"Open") instead of cutting the list short (issue 29)
+    actions: list[dict[str, Any]] = [
+        {"id": f"opt:{o['id']}", "title": o["label"], **({"recommended": True}
+                                                          if o.get("recommended") else {})}
+        for o in ordered_options(options)]
     # options + allow_text is a choice with allow_other; a text card (no options) gets only
     # the reply box, and an object card's buttons come without "Other…" (allow_text is false)
     if options and decision.get("allow_text"):
@@ -69,9 +73,14 @@ def build_payload(decision: dict[str, Any], thread_title: str) -> dict[str, Any]
         "body": str(decision.get("body") or ""),
         "actions": build_actions(decision),
         "reply": build_reply(decision),
+        # a multi-select question: one tap cannot answer it, so a client opens the card
+        "multiple": bool(decision.get("multiple")),
         "collapse_id": collapse_id(component_id),
         # a secret question is answered only inside the app: no token, the tap opens it
         "secret": bool(decision.get("sensitive")),
+        # the agent's hint (normal | time-sensitive); the dispatcher turns it into an
+        # interruption level outside his quiet hours (push/shaping.py)
+        "urgency": str(decision.get("urgency") or "normal"),
     }
 
 
@@ -79,6 +88,13 @@ def build_payload(decision: dict[str, Any], thread_title: str) -> dict[str, Any]
 # ``POST /v1/push/actions`` with ``action: "revoke"`` and the payload's revoke-scoped token
 MAIN_ANSWERED_ACTIONS = ({"id": "why", "title": "Why?", "open": True},
                          {"id": "revoke", "title": "Revoke"})
+
+
+# The confirmation of an answer given from a notification is shown by the device itself (the
+# service worker, or the app's notification service extension) from the answer's response
+# (``take_back``): one button, "Take back", which sends ``action: "retract"`` with its token.
+# APNs apps register this category for that local notification.
+TAKE_BACK_CATEGORY = "MAXCLAW_TAKE_BACK"
 
 
 def card_url(thread_id: str | None, component_id: str) -> str:

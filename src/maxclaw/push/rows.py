@@ -19,7 +19,7 @@ class ActionTokenRow(Row):
     expires_at: datetime
     used_at: datetime | None
     revoked_at: datetime | None
-    scope: str  # 'answer' (a question's buttons) or 'revoke' (Main's answer's Revoke)
+    scope: str  # 'answer' (a question's buttons), 'revoke' (Main's answer's Revoke), 'retract'
     decision_status: str
     settled_via: str | None
     component_id: str | None
@@ -43,7 +43,7 @@ class ClaimedRow(Row):
     user_id: str
     device_id: int
     decision_id: int | None
-    kind: str  # notify | withdraw
+    kind: str  # notify | withdraw | activity
     collapse_id: str | None
     payload: dict[str, object]
     attempts: int  # the attempt this claim made (every later write is fenced by it)
@@ -51,6 +51,7 @@ class ClaimedRow(Row):
     platform: str
     config: dict[str, object]
     secret: str | None
+    prefs: object = None  # his user_settings row as JSON (None: the defaults)
 
 
 @dataclass(frozen=True, slots=True)

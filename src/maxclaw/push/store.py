@@ -25,7 +25,7 @@ Held = tuple[str, int, int]  # a claimed row: (user id, outbox id, attempt claim
 # when there are any, sends the hint that wakes LISTENing dispatchers. The hint is skipped when
 # nothing was queued or when the caller switched notifications off for its transaction
 # (polling still finds the rows). The tail is written out in each statement (ENQUEUE,
-# ENQUEUE_MANY, WITHDRAW, test_notification.ENQUEUE_TEST) so each reads whole where it is
+# ENQUEUE_MANY, WITHDRAW, sample_notification.ENQUEUE_TEST) so each reads whole where it is
 # defined; tests/unit/test_architecture.py fails on a statement assembled from fragments.
 ENQUEUE = """
 WITH queued AS (
@@ -102,7 +102,9 @@ FROM push_devices AS d
 WHERE o.user_id = ANY (ARRAY(SELECT user_id FROM due)) AND o.id = ANY (ARRAY(SELECT id FROM due))
   AND d.user_id = o.user_id AND d.id = o.device_id
 RETURNING o.id, o.user_id::text, o.device_id, o.decision_id, o.kind, o.collapse_id, o.payload,
-          o.attempts, o.lease_until, d.platform, d.config, d.secret
+          o.attempts, o.lease_until, d.platform, d.config, d.secret,
+          -- his settings (locale, quiet hours) shape the push as it goes out (push/shaping.py)
+          (SELECT to_jsonb(u) FROM user_settings AS u WHERE u.user_id = o.user_id) AS prefs
 """
 
 # the heartbeat: a live dispatcher extends the lease of every row it still holds (fenced by
@@ -170,6 +172,19 @@ COUNT_DEVICES = "SELECT count(*) FROM push_devices WHERE user_id = $1"
 
 DELETE_DEVICE = "DELETE FROM push_devices WHERE user_id = $1 AND id = $2"
 
+# the user's Live Activities brought up to date (db/live.sql); the decisions triggers call the
+# same function when a decision opens or settles
+REFRESH_LIVE_ACTIVITIES = "SELECT maxclaw_refresh_live_activities(ARRAY[$1::uuid])"
+
+# a Live Activity token APNs called dead (410), only if the device still holds that token
+FORGET_ACTIVITY_TOKEN = """
+UPDATE push_devices
+   SET config = config - (CASE WHEN config ->> 'live_activity_token' = $3
+                               THEN 'live_activity_token' ELSE 'live_activity_start_token' END)
+ WHERE user_id = $1 AND id = $2
+   AND $3 IN (config ->> 'live_activity_token', config ->> 'live_activity_start_token')
+"""
+
 LIST_DEVICES = """
 SELECT id, platform, config, created_at FROM push_devices WHERE user_id = $1 ORDER BY id
 """
@@ -225,25 +240,27 @@ async def enqueue(conn: asyncpg.Connection, *, user_id: str, decision_id: int | 
 # longer pending, is not cancelled, and so still counts.
 WITHDRAW = """
 WITH cancelled AS (
-    UPDATE push_outbox
+    UPDATE push_outbox AS o
        SET status = 'dead', last_error = 'superseded: the decision was settled before delivery'
-     WHERE decision_id = $2 AND user_id = $1 AND kind = 'notify' AND status = 'pending'
-    RETURNING id, attempts
+     WHERE o.user_id = $1 AND o.decision_id = $2
+       AND o.kind = 'notify' AND o.status = 'pending'
+    RETURNING o.id, o.attempts
 ), shown AS (
     SELECT DISTINCT ON (o.device_id) o.device_id, o.kind
-    FROM push_outbox AS o
-    WHERE o.user_id = $1 AND o.decision_id = $2
-      AND NOT (o.kind = 'notify' AND o.status = 'dead'
-               AND (o.attempts = 0 OR coalesce(o.last_error, '') NOT LIKE 'superseded%'))
-      AND NOT EXISTS (SELECT 1 FROM cancelled AS c WHERE c.id = o.id AND c.attempts = 0)
-    ORDER BY o.device_id DESC, o.id DESC
+      FROM push_outbox AS o
+     WHERE o.user_id = $1 AND o.decision_id = $2
+       AND NOT (o.kind = 'notify' AND o.status = 'dead'
+                AND (o.attempts = 0 OR coalesce(o.last_error, '') NOT LIKE 'superseded%'))
+       AND NOT EXISTS (SELECT 1 FROM cancelled AS c WHERE c.id = o.id AND c.attempts = 0)
+     ORDER BY o.device_id DESC, o.id DESC
 ), queued AS (
     INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
     SELECT d.user_id, d.id, $2, 'withdraw', $3, $4
-    FROM shown AS l JOIN push_devices AS d ON d.user_id = $1 AND d.id = l.device_id
-    WHERE l.kind = 'notify'
+      FROM shown AS l JOIN push_devices AS d ON d.user_id = $1 AND d.id = l.device_id
+     WHERE l.kind = 'notify'
     RETURNING id
-), counted AS (SELECT count(*) AS n FROM queued)
+),
+counted AS (SELECT count(*) AS n FROM queued)
 SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
                THEN pg_notify('maxclaw_push', '') END AS hint
 FROM counted
@@ -347,6 +364,20 @@ async def save_device(conn: asyncpg.Connection, *, user_id: str, platform: str, 
             return None
         row = await conn.fetchrow(INSERT_DEVICE, user_id, platform, config, secret)
     return DeviceRow.from_record(row)
+
+
+async def refresh_live_activities(conn: asyncpg.Connection, *, user_id: str) -> int:
+    """Queue each of the user's APNs devices its Live Activity's current state (start, update
+    or end, as due); returns rows queued."""
+    return int(await conn.fetchval(REFRESH_LIVE_ACTIVITIES, user_id) or 0)
+
+
+async def forget_activity_token(conn: asyncpg.Connection, *, user_id: str, device_id: int,
+                                token: str) -> bool:
+    """Drop a dead Live Activity (or push-to-start) token from the device; False when the
+    device no longer holds it (re-registered meanwhile)."""
+    result = await conn.execute(FORGET_ACTIVITY_TOKEN, user_id, device_id, token)
+    return bool(result == "UPDATE 1")
 
 
 async def delete_device(conn: asyncpg.Connection, *, user_id: str, device_id: int) -> bool:

@@ -14,6 +14,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from starlette.websockets import WebSocket
@@ -130,17 +131,20 @@ class Connection:
 
     async def _authenticate(self) -> Principal | None:
         address = self.ws.client.host if self.ws.client else None
+        ticket = self.ws.query_params.get("ticket")
+
+        async def attempt() -> Principal:
+            if ticket:
+                return await self.services.auth.redeem_ticket(ticket)
+            return await self.services.auth.authenticate(_token(self.ws))
+
         try:
-            self.services.quotas.check_auth(address)
-            ticket = self.ws.query_params.get("ticket")
-            who: Principal = (await self.services.auth.redeem_ticket(ticket) if ticket
-                              else await self.services.auth.authenticate(_token(self.ws)))
+            who = await self.services.quotas.authenticating(address, attempt)
         except RateLimited as exc:
             await self.ws.close(CLOSE_RATE_LIMITED, f"{exc.message} (retry after "
                                                     f"{exc.retry_after_s} s)")
             return None
         except Unauthorized:
-            self.services.quotas.auth_failed(address)
             await self.ws.close(CLOSE_BAD_TOKEN, "bad or missing token")
             return None
         except Unavailable:
@@ -151,9 +155,27 @@ class Connection:
                                 "the WebSocket is for user clients; use a user token")
             return None
         # a revoke (on any replica) closes this socket at once
-        self._unwatch = self.services.auth.on_revoke(
+        unwatch = self.services.auth.on_revoke(
             who, lambda: self._start_close(CLOSE_BAD_TOKEN, "token revoked"))
+        expiry = self._close_at_expiry(who)
+
+        def stop_watching() -> None:
+            unwatch()
+            if expiry is not None:
+                expiry.cancel()
+
+        self._unwatch = stop_watching
         return who
+
+    def _close_at_expiry(self, who: Principal) -> asyncio.TimerHandle | None:
+        """Close this socket when its token expires: a token is checked when the socket
+        opens, so without this timer an expired token would go on receiving frames. The
+        timer runs on the replica that serves the socket, so every replica closes its own."""
+        if who.expires_at is None:
+            return None
+        delay = max(0.0, (who.expires_at - datetime.now(UTC)).total_seconds())
+        return asyncio.get_running_loop().call_later(
+            delay, self._start_close, CLOSE_BAD_TOKEN, "token expired")
 
     # -- frames in ----------------------------------------------------------------------
 
@@ -249,8 +271,9 @@ class Connection:
             while True:
                 # one pooled connection per page, returned before we wait on a slow client;
                 # a page is at most the byte budget (or one bigger row): a catch-up over many
-                # 1 MiB rows is many small reads, each frame queued as the client makes room
-                async with self.services.db.connection() as conn:
+                # 1 MiB rows is many small reads, each frame queued as the client makes room;
+                # within the user's share of the pool, so one user's sockets cannot take it all
+                async with self.services.db.connection(share=user) as conn:
                     page = await store.read_changes(conn, [user], position,
                                                     threads=None if scope is None else list(scope),
                                                     limit=limit, max_bytes=self.hub.batch_bytes)

@@ -12,6 +12,10 @@ Which users a batch reads for:
   is held back by an older transaction leaves it pending, and the next batch reads it again).
   A hint batch reads the pending users and users who just subscribed, so its cost follows
   what changed, not how many sockets are connected (1,000 users cost 13 ms a batch before);
+- a user left pending because the horizon was held back is *held*: the older transaction may
+  write nothing the stream carries (a job's bookkeeping) and so send no hint when it ends, so
+  held users are read again on their own short backoff (``HELD_RETRY_FIRST_S``, doubling up to
+  ``realtime_poll_s``) rather than waiting for the tick;
 - the periodic tick (``realtime_poll_s``), a listener reconnect and ``sync`` read for every
   user: that is what keeps the no-loss guarantee when hints are lost or were never sent
   (``maxclaw.notify = 'off'``).
@@ -24,7 +28,6 @@ run their own hub on the same database and see the same stream, so they behave a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -36,6 +39,8 @@ import asyncpg
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from maxclaw.db.database import Database
+from maxclaw.db.listen import Listener
+from maxclaw.db.listen import Subscription as Listening
 from maxclaw.errors import Unavailable
 from maxclaw.realtime import frames, store
 from maxclaw.realtime.cursor import ORIGIN, Position
@@ -48,6 +53,8 @@ DEFAULT_PAGE_SIZE = 1000  # rows per table per live read
 DEFAULT_CATCH_UP_PAGE_SIZE = 500  # rows per table per page of a subscription's catch-up
 DEFAULT_QUEUE_MAX_CHARS = 4 * 1024 * 1024
 MAX_BACKOFF_S = 5.0
+# the first re-read of users held back by an older transaction; doubles while they stay held
+HELD_RETRY_FIRST_S = 0.02
 # Errors that mean "the database is not reachable right now": retry on the next tick.
 _DB_DOWN = (Unavailable, OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
@@ -104,8 +111,12 @@ class RealtimeHub:
                  page_size: int = DEFAULT_PAGE_SIZE,
                  catch_up_page_size: int = DEFAULT_CATCH_UP_PAGE_SIZE,
                  queue_max_chars: int = DEFAULT_QUEUE_MAX_CHARS,
-                 batch_bytes: int = store.DEFAULT_MAX_BYTES) -> None:
+                 batch_bytes: int = store.DEFAULT_MAX_BYTES,
+                 listener: Listener | None = None) -> None:
         self.db = db
+        # the process's shared LISTEN connection (the composition root's); a hub built alone
+        # opens its own at start
+        self.listener = listener
         self.poll_s = poll_s
         self.page_size = page_size
         self.catch_up_page_size = catch_up_page_size
@@ -120,29 +131,44 @@ class RealtimeHub:
         # users whose socket just joined; _read_all asks the next batch to read everyone
         self._pending: dict[str, Position] = {}
         self._joined: set[str] = set()
+        # pending users whose last read stopped at a horizon below their hint (see _settle)
+        self._held: set[str] = set()
+        self.held_retry_first_s = HELD_RETRY_FIRST_S  # at least poll_s: no held retries
+        self._held_retry_s = HELD_RETRY_FIRST_S
         self._read_all = False
         self._wake = asyncio.Event()
         self._started = 0
         self._finished = 0
         self._done = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
-        self._listener: asyncpg.Connection | None = None
+        self._listening: Listening | None = None
+        self._own_listener: Listener | None = None
 
     # -- Job -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open the LISTEN connection and start the pump."""
+        """Subscribe to the rev channel (opening the LISTEN connection) and start the pump."""
         self.running = True
-        self._tasks = [asyncio.create_task(self._pump(), name="realtime-pump"),
-                       asyncio.create_task(self._listen(), name="realtime-listener")]
+        if self.listener is None:
+            self.listener = self._own_listener = Listener(self.db.listen_url)
+        self._listening = self.listener.subscribe(store.CHANNEL, self._on_hint,
+                                                  on_reconnect=self._on_listening)
+        self.listener.open()
+        self._tasks = [asyncio.create_task(self._pump(), name="realtime-pump")]
 
     async def stop(self) -> None:
         """Stop reading and listening; sockets are closed by the server's shutdown."""
         self.running = False
+        if self.listener is not None and self._listening is not None:
+            self.listener.unsubscribe(self._listening)
+            self._listening = None
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self._own_listener is not None:
+            await self._own_listener.stop()
+            self.listener = self._own_listener = None
         for subs in self._subs.values():
             for sub in subs:
                 sub.active = False
@@ -169,10 +195,7 @@ class RealtimeHub:
                 del self._subs[sub.user_id]
                 self._pending.pop(sub.user_id, None)
                 self._joined.discard(sub.user_id)
-
-    @property
-    def subscription_count(self) -> int:
-        return sum(len(s) for s in self._subs.values())
+                self._held.discard(sub.user_id)
 
     def wake(self) -> None:
         """Run a batch for every user as soon as the pump is free."""
@@ -195,18 +218,28 @@ class RealtimeHub:
     async def _pump(self) -> None:
         failures = 0
         while True:
-            delay = self.poll_s if not failures else min(self.poll_s * 2 ** failures, MAX_BACKOFF_S)
+            retry_held = not failures and bool(self._held) and self._held_retry_s < self.poll_s
+            if failures:
+                delay = min(self.poll_s * 2 ** failures, MAX_BACKOFF_S)
+            else:
+                delay = self._held_retry_s if retry_held else self.poll_s
             try:
                 await asyncio.wait_for(self._wake.wait(), delay)
                 ticked = False
             except TimeoutError:
                 ticked = True
             self._wake.clear()
-            users, reason = self._next_users(ticked or failures > 0)
+            if ticked and retry_held:
+                users, reason = self._next_users(False)[0], "held"
+            else:
+                users, reason = self._next_users(ticked or failures > 0)
             self._started += 1
             try:
                 await self._run_batches(users, reason)
                 failures = 0
+                # still held: back off (a long transaction costs what the tick costs at most)
+                self._held_retry_s = (min(self._held_retry_s * 2, self.poll_s) if self._held
+                                      else self.held_retry_first_s)
             except _DB_DOWN as exc:
                 failures += 1
                 log.warning("realtime catch-up failed; retrying",
@@ -244,19 +277,26 @@ class RealtimeHub:
                 changes = await store.read_changes(conn, list({s.user_id for s in plan}), after,
                                                    limit=limit, max_bytes=self.batch_bytes)
             paused |= self._fan_out(plan, changes, continuing=not first)
-            self._settle({sub.user_id for sub in plan})
+            self._settle({sub.user_id for sub in plan}, changes.end)
             self.metrics.batches.observe(time.perf_counter() - began)
             self.metrics.batch_bytes.observe(sum(c.size for c in changes.changes))
             if changes.complete:
                 return
             first, limit = False, store.next_limit(changes, self.page_size)
 
-    def _settle(self, users: set[str]) -> None:
-        """Forget the hints every socket of their user is now covered past."""
+    def _settle(self, users: set[str], end: Position) -> None:
+        """Forget the hints every socket of their user is now covered past; a hint beyond the
+        read's horizon ``end`` is held back by an older transaction (a paused socket's pending
+        position is ``end`` itself, and waits for a hint or the tick as before)."""
         for user in users:
             pending = self._pending.get(user)
             if pending is not None and self._covered(user, pending):
                 del self._pending[user]
+                self._held.discard(user)
+            elif pending is not None and pending > end:
+                self._held.add(user)
+            else:
+                self._held.discard(user)
 
     def _covered(self, user: str, position: Position) -> bool:
         return all(sub.covered >= position for sub in self._subs.get(user, ()))
@@ -318,30 +358,11 @@ class RealtimeHub:
         self._pending[user] = max(self._pending.get(user, ORIGIN), position)
         self._wake.set()
 
-    async def _listen(self) -> None:
-        delay = 0.1
-        while True:
-            lost = asyncio.Event()
-            try:
-                conn = await store.open_listener(self.db.listen_url, self._on_hint, lost.set)
-            except _DB_DOWN as exc:
-                log.warning("realtime listener cannot connect; retrying",
-                            extra={"error": type(exc).__name__, "replica": self.replica})
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_BACKOFF_S)
-                continue
-            delay = 0.1
-            self._listener = conn
-            self.listener_connects += 1
-            self.metrics.listener_connects.inc()
-            if self.listener_connects > 1:
-                log.info("realtime listener reconnected", extra={"replica": self.replica})
-            self.wake()  # hints sent while nobody listened are lost: catch up now
-            try:
-                while not lost.is_set() and not conn.is_closed():
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(lost.wait(), 5.0)
-                log.warning("realtime listener connection lost", extra={"replica": self.replica})
-            finally:
-                self._listener = None
-                await store.close_listener(conn)
+    def _on_listening(self) -> None:
+        """The rev channel is LISTENed (again): hints sent while nobody listened are lost, so
+        every user is read for now."""
+        self.listener_connects += 1
+        self.metrics.listener_connects.inc()
+        if self.listener_connects > 1:
+            log.info("realtime listener reconnected", extra={"replica": self.replica})
+        self.wake()

@@ -1,4 +1,5 @@
-"""SQL for the change stream: the catch-up read and the ``LISTEN`` connection.
+"""SQL for the change stream: the catch-up read (its hints arrive on ``CHANNEL`` through the
+process's LISTEN connection, ``db.listen``).
 
 One catch-up read is one ``REPEATABLE READ`` snapshot: first its horizon, essentially
 ``pg_snapshot_xmin(pg_current_snapshot())`` (every transaction of this database below it has
@@ -10,19 +11,17 @@ The ``*_user_sync`` indexes on ``(user_id, xid, rev)`` serve all three.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
-from maxclaw.db.urls import plain_url
+from maxclaw.db.listen import LISTENER_APP_NAME as LISTENER_APP_NAME  # tests find it by name
 from maxclaw.realtime.cursor import Position
 from maxclaw.timeline.rows import MessageRow, ThreadRow
 
-TABLES = ("threads", "messages", "decisions")
 CHANNEL = "maxclaw_rev"
-LISTENER_APP_NAME = "maxclaw-listener"
 
 # The horizon is pg_snapshot_xmin(pg_current_snapshot()) sharpened by one fact: xids are
 # cluster-wide, but a transaction connected to another database can never write our tables.
@@ -60,8 +59,8 @@ _AFTER = """
 
 READ_THREADS = f"""
 SELECT t.id::text, t.user_id::text, t.kind, t.category, t.title, t.turn_state, t.open_cards,
-       t.created_at,
-       t.rev, t.xid::text AS xid_text
+       cardinality(t.background_jobs) AS background_jobs, t.created_at,
+       t.rev, t.archived_at, t.xid::text AS xid_text
   FROM threads t
  WHERE t.user_id = ANY($1::uuid[]) {_AFTER}
    AND ($5::uuid[] IS NULL OR t.id = ANY($5::uuid[]))
@@ -116,9 +115,48 @@ SELECT * FROM (
 """
 
 
-_READS = {table: _budgeted(sql) for table, sql in
-          {"threads": READ_THREADS, "messages": READ_MESSAGES,
-           "decisions": READ_DECISIONS}.items()}
+# Messages, the table whose rows can be 1 MiB each, are cut where the page's bytes run out in
+# the index alone: ``messages_user_sync`` carries each row's stored size (``messages.size``),
+# so finding the cut reads no row's text (an index-only scan per user, in stream order, that
+# stops at the LIMIT: ``user_id = ANY(…)`` could not be read in order and sorted every row of
+# the users; the heap is visited only for the visibility map's unset pages and a thread
+# filter), and only the rows of the page are then read whole, by their position. Summing
+# ``octet_length(t::text)`` instead read (and detoasted) every row up to the LIMIT to return
+# the few that fit: on a 145 MB history a socket never reached ``synced``. Same columns,
+# same bookkeeping as ``_budgeted``.
+# Each row of the page is then read by its key in messages_user_sync (the inner LIMIT 1 keeps
+# the planner from turning that into a join that could scan the table). No SQL comments inside
+# the statement: logs and pg_stat_statements show it on one line, where "--" would end it.
+READ_MESSAGES_CUT = f"""
+SELECT t.id, t.user_id::text, t.thread_id::text, t.role,
+       CASE WHEN t.sensitive THEN NULL ELSE t.body END AS body,
+       t.content, t.tool_calls, t.tool_call_id, t.display, t.source_meta, t.sensitive,
+       t.turn_id, t.delivered_at, t.created_at, t.rev, t.xid::text AS xid_text,
+       t.size AS size_, cut.total_, cut.got_
+  FROM (SELECT * FROM (
+            SELECT page.*, sum(page.size) OVER (ORDER BY page.xid, page.rev
+                                                ROWS UNBOUNDED PRECEDING) AS total_,
+                   count(*) OVER () AS got_
+              FROM (SELECT t.user_id, t.xid, t.rev, t.size
+                      FROM unnest($1::uuid[]) AS u(id)
+                     CROSS JOIN LATERAL (
+                           SELECT t.user_id, t.xid, t.rev, t.size
+                             FROM messages t
+                            WHERE t.user_id = u.id {_AFTER}
+                              AND ($5::uuid[] IS NULL OR t.thread_id = ANY($5::uuid[]))
+                            ORDER BY t.xid, t.rev
+                            LIMIT $6) t
+                     ORDER BY t.xid, t.rev
+                     LIMIT $6) page) budgeted
+         WHERE total_ <= $7 OR total_ = size) cut
+ CROSS JOIN LATERAL (SELECT * FROM messages m
+                      WHERE m.user_id = cut.user_id AND m.xid = cut.xid AND m.rev = cut.rev
+                      LIMIT 1) t
+ ORDER BY t.xid, t.rev
+"""
+
+_READS = {"threads": _budgeted(READ_THREADS), "messages": READ_MESSAGES_CUT,
+          "decisions": _budgeted(READ_DECISIONS)}
 DEFAULT_MAX_BYTES = 1024 * 1024  # a read's byte budget (settings.realtime_batch_bytes)
 
 
@@ -202,28 +240,3 @@ async def cursor_bounds(conn: asyncpg.Connection) -> Position:
     """The newest position any cursor from this database can name."""
     row = await conn.fetchrow(CURSOR_BOUNDS)
     return Position(int(row["xmax"]), int(row["last_rev"]))
-
-
-async def open_listener(url: str, on_hint: Callable[[str], None],
-                        on_lost: Callable[[], None]) -> asyncpg.Connection:
-    """A dedicated connection that LISTENs on the rev channel; ``on_lost`` fires if it dies."""
-    # named, so operators (and the tests that kill it) can find it in pg_stat_activity
-    conn = await asyncpg.connect(plain_url(url),
-                                 server_settings={"application_name": LISTENER_APP_NAME})
-    conn.add_termination_listener(lambda _conn: on_lost())
-
-    def hint(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        on_hint(payload)
-
-    await conn.add_listener(CHANNEL, hint)
-    return conn
-
-
-async def close_listener(conn: asyncpg.Connection) -> None:
-    """Close the LISTEN connection; a connection that is already gone is fine."""
-    if conn.is_closed():
-        return
-    try:
-        await conn.close(timeout=2)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
-        conn.terminate()

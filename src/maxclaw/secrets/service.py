@@ -21,12 +21,19 @@ from typing import Any
 import asyncpg
 
 from maxclaw.clock import Clock
-from maxclaw.db.database import Database, connect
+from maxclaw.db.database import Database, JsonText, connect
 from maxclaw.errors import Invalid, NotFound
 from maxclaw.secrets import store
 from maxclaw.secrets.crypto import BoxError, Key, open_box, seal
 from maxclaw.secrets.keyring import Keyring, KeyringError, load_keyring
-from maxclaw.secrets.mask import MASK, MAX_SECRETS, Masker, mask_token, replace_masks
+from maxclaw.secrets.mask import (
+    MASK,
+    MAX_SECRETS,
+    Masker,
+    json_text,
+    mask_token,
+    replace_masks,
+)
 from maxclaw.secrets.rows import SecretRow
 from maxclaw.secrets.sealed import Sealed
 from maxclaw.timeline.rows import MessageRow
@@ -84,6 +91,11 @@ async def missing_keys(url: str, keyring: Keyring) -> tuple[str | None, bool]:
             "MAXCLAW_SECRET_KEY_FILE)"), legacy
 
 
+def _json_texts(*values: Any) -> list[JsonText | None]:
+    """Each JSON value as the text the insert sends (None stays None: SQL NULL)."""
+    return [None if v is None else JsonText(json_text(v)) for v in values]
+
+
 def aad(user_id: str, thread_id: str, kind: str) -> bytes:
     return f"maxclaw/secret/v1/{user_id}/{thread_id}/{kind}".encode()
 
@@ -91,7 +103,8 @@ def aad(user_id: str, thread_id: str, kind: str) -> bytes:
 @dataclass
 class Guarded:
     """An agent-written row after the echo check: what the message row stores (masked) and,
-    when a secret was found, the box that keeps the original for the model."""
+    when a secret was found, the box that keeps the original for the model. A row that holds
+    none keeps its JSON values as the text the check read (``JsonText``), for the insert."""
 
     body: str | None
     content: Any
@@ -173,19 +186,50 @@ class SecretService:
                           secrets[0][1], self.clock.now() + self.ttl)
 
     async def guard(self, conn: asyncpg.Connection, user_id: str, thread_id: str, *,
-                    body: str | None, content: Any = None, tool_calls: Any = None) -> Guarded:
+                    body: str | None, content: Any = None, tool_calls: Any = None,
+                    side: dict[str, Any] | None = None) -> Guarded:
         """Check an agent-written row against the thread's live secrets (one indexed query;
-        nothing more when the thread has none)."""
+        nothing more when the thread has none): ``side`` fields that hold one are refused
+        (``refuse_echo``), the rest is masked."""
         live = await store.live_answers(conn, user_id, thread_id, MAX_SECRETS)
-        return self.guard_rows(live, user_id, thread_id, body=body, content=content,
-                               tool_calls=tool_calls)
-
-    def guard_rows(self, live: list[SecretRow], user_id: str, thread_id: str, *,
-                   body: str | None, content: Any = None, tool_calls: Any = None) -> Guarded:
-        """``guard`` on the thread's live secret rows read already (as ``store.LIVE_ANSWERS``
-        returns them, at most ``MAX_SECRETS``): a post folds that read into its first one."""
+        self.refuse_echo(live, side or {})
         if not live:
             return Guarded(body, content, tool_calls)
+        texts = _json_texts(content, tool_calls)
+        # a large row is two passes of C: other requests run between them, not after both
+        await asyncio.sleep(0)
+        return self.guard_rows(live, user_id, thread_id, body=body, content=content,
+                               tool_calls=tool_calls, texts=texts)
+
+    def guard_rows(self, live: list[SecretRow], user_id: str, thread_id: str, *,
+                   body: str | None, content: Any = None, tool_calls: Any = None,
+                   texts: list[JsonText | None] | None = None) -> Guarded:
+        """``guard`` on the thread's live secret rows read already (as ``store.LIVE_ANSWERS``
+        returns them, at most ``MAX_SECRETS``): a post folds that read into its first one.
+        ``texts``: ``content`` and ``tool_calls`` as JSON text, when written out already."""
+        if not live:
+            return Guarded(body, content, tool_calls)
+        secrets, expiry = self._plaintexts(live)
+        masker = Masker(secrets)
+        # one pass over the whole row first: the common row holds no secret and is done here,
+        # its JSON values handed on as the text the insert sends (written out once)
+        if texts is None:
+            texts = _json_texts(content, tool_calls)
+        if not masker.found_in(body, *texts):
+            return Guarded(body, texts[0], texts[1])
+        masked = Guarded(masker.text(body) if body is not None else None,
+                         masker.json(content), masker.json(tool_calls))
+        if not masker.hits:
+            return Guarded(body, content, tool_calls)
+        masked.components = tuple(sorted(masker.hits))
+        masked.sealed = self._seal(user_id, thread_id, "echo",
+                                   {"body": body, "content": content, "tool_calls": tool_calls},
+                                   None, min(expiry[c] for c in masker.hits))
+        return masked
+
+    def _plaintexts(self, live: list[SecretRow],
+                    ) -> tuple[list[tuple[str, str | None]], dict[str, datetime]]:
+        """The live rows' ``(secret, component id)`` pairs and each component's expiry."""
         secrets: list[tuple[str, str | None]] = []
         expiry: dict[str, datetime] = {}
         for row in live:
@@ -196,16 +240,32 @@ class SecretService:
                 if isinstance(secret, str):
                     secrets.append((secret, component_id))
                     expiry[component_id or ""] = row.expires_at
-        masker = Masker(secrets)
-        masked = Guarded(masker.text(body) if body is not None else None,
-                         masker.json(content), masker.json(tool_calls))
-        if not masker.hits:
-            return Guarded(body, content, tool_calls)
-        masked.components = tuple(sorted(masker.hits))
-        masked.sealed = self._seal(user_id, thread_id, "echo",
-                                   {"body": body, "content": content, "tool_calls": tool_calls},
-                                   None, min(expiry[c] for c in masker.hits))
-        return masked
+        return secrets, expiry
+
+    def refuse_echo(self, live: list[SecretRow], fields: dict[str, Any]) -> None:
+        """Refuse (422 naming the field) an agent-written side field that holds one of the
+        ``live`` secrets. These fields are stored as written and ids, decision keys and the
+        display are derived from some of them, so masking cannot keep the plaintext out; the
+        agent is told to write the field without it. ``None`` values are not checked."""
+        present = {name: value for name, value in fields.items() if value is not None}
+        if not live or not present:
+            return
+        secrets, _ = self._plaintexts(live)
+        for name, value in present.items():
+            masker = Masker(secrets)
+            masker.json(value)
+            if masker.hits:
+                raise Invalid.at(["body", name], (
+                    f"{name} holds one of the user's secret answers; write it without the "
+                    "secret (only a message's content and a tool call's arguments may carry "
+                    "one, masked for every client)"))
+
+    async def refuse_user_echo(self, conn: asyncpg.Connection, user_id: str,
+                               fields: dict[str, Any]) -> None:
+        """``refuse_echo`` against the user's newest live secrets in any thread, for fields
+        that belong to no thread yet (a new thread's title, a claim's ``runtime_id``)."""
+        if any(value is not None for value in fields.values()):
+            self.refuse_echo(await store.live_answers_of_user(conn, user_id, MAX_SECRETS), fields)
 
     @staticmethod
     async def store_sealed(conn: asyncpg.Connection, user_id: str, thread_id: str,

@@ -27,6 +27,14 @@ SELECT {COLUMNS} FROM message_secrets
  WHERE user_id = $1::uuid AND thread_id = $2::uuid AND kind = 'answer' AND state = 'sealed'
  ORDER BY message_id DESC LIMIT $3
 """
+# the user's newest live secret answers in any thread (fields not yet in a thread)
+LIVE_ANSWERS_OF_USER = f"""
+SELECT {COLUMNS} FROM message_secrets
+ WHERE user_id = $1::uuid AND kind = 'answer' AND state = 'sealed'
+ ORDER BY message_id DESC LIMIT $2
+"""
+
+
 def live_rows(array: list[tuple[object, ...]] | None) -> list[SecretRow]:
     """The rows of a live-secrets array column (``components.tool_store.POST_CONTEXT`` writes
     the subquery out whole, in ``COLUMNS``' order), as ``live_answers`` returns them."""
@@ -98,6 +106,12 @@ async def live_answers(conn: asyncpg.Connection, user_id: str, thread_id: str,
                        limit: int) -> list[SecretRow]:
     return [SecretRow.from_record(r)
             for r in await conn.fetch(LIVE_ANSWERS, user_id, thread_id, limit)]
+
+
+async def live_answers_of_user(conn: asyncpg.Connection, user_id: str,
+                               limit: int) -> list[SecretRow]:
+    return [SecretRow.from_record(r)
+            for r in await conn.fetch(LIVE_ANSWERS_OF_USER, user_id, limit)]
 
 
 async def of_messages(conn: asyncpg.Connection, user_id: str,

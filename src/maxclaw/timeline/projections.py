@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from maxclaw.cards.definitions import cached_definitions
-from maxclaw.timefmt import rfc3339
+from maxclaw.timefmt import rfc3339, rfc3339_or_none
 from maxclaw.timeline.rows import MessageRow, ThreadRow
 
 SECRET_LINE = "Submitted (not echoed)"
@@ -19,23 +19,30 @@ SECRET_LINE = "Submitted (not echoed)"
 # A thread's derived state, judged from runtime state only (never from what the model said).
 RUNNING = "running"
 WAITING = "waiting for you"
+BACKGROUND = "working in the background"
 IDLE = "idle"
 
 
-def thread_state(turn_state: str, open_cards: int) -> str:
+def thread_state(turn_state: str, open_cards: int, background_jobs: int) -> str:
     """``running`` while a turn is queued or running (the agent has the floor), ``waiting for
-    you`` when no turn is active and questions are unsettled, else ``idle``."""
+    you`` when no turn is active and questions are unsettled, ``working in the background``
+    when neither but a background job the runtime reported started has not finished, else
+    ``idle``: the thread is done only when no turn and no job runs. Max's questions come before
+    the jobs: they need him, the jobs do not."""
     if turn_state in ("queued", "running"):
         return RUNNING
-    return WAITING if open_cards > 0 else IDLE
+    if open_cards > 0:
+        return WAITING
+    return BACKGROUND if background_jobs > 0 else IDLE
 
 
 def thread_projection(row: ThreadRow) -> dict[str, Any]:
     return {
         "id": row.id, "kind": row.kind, "category": row.category, "title": row.title,
         "turn_state": row.turn_state, "created_at": rfc3339(row.created_at),
-        "rev": row.rev, "open_cards": row.open_cards,
-        "state": thread_state(row.turn_state, row.open_cards),
+        "rev": row.rev, "open_cards": row.open_cards, "background_jobs": row.background_jobs,
+        "state": thread_state(row.turn_state, row.open_cards, row.background_jobs),
+        "archived_at": rfc3339_or_none(row.archived_at),
     }
 
 

@@ -20,8 +20,10 @@ class ThreadRow(Row):
     title: str
     turn_state: str  # idle | queued | running (mirrored from turns by a trigger)
     open_cards: int  # unsettled questions (kept by a trigger on message_components, 0006)
+    background_jobs: int  # background jobs reported started and not finished (0017)
     created_at: datetime
     rev: int
+    archived_at: datetime | None = None  # hidden from the list since then (0021)
 
 
 @dataclass(frozen=True, slots=True)

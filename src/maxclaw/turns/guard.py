@@ -46,6 +46,8 @@ _PATTERNS = [
     # every event row in the model's history, and the runtime's background-job reports
     re.compile(r"\[\s{0,10}+maxclaw event\s{0,10}+\]"),
     re.compile(r"<\s{0,10}+/?\s{0,10}+background_job_done\b"),
+    # the service's jobLost event (leases.rows.LostJob.body): "… was lost: its runtime (…"
+    re.compile(r"was lost:\s{1,10}+its runtime\s{1,10}+\("),
 ]
 
 

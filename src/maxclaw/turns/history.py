@@ -25,6 +25,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+# the turns service reads the window's cut from here
+from maxclaw.timeline.groups import whole_groups as whole_groups
 from maxclaw.timeline.rows import MessageRow
 
 EVENT_PREFIX = "[MaxClaw event]"
@@ -127,26 +129,6 @@ def chat_history(rows: list[MessageRow]) -> list[dict[str, Any]]:
             if is_forged(row):
                 out.append(forged_notice())
     return out
-
-
-def whole_groups(rows: list[MessageRow]) -> list[MessageRow]:
-    """A window (rows in id order, a tail of the thread or of a page) without the oldest rows
-    that would cut a tool call from its results: it starts after any tool row whose call is not
-    in it, so an assistant row and its tool rows are in the same window (or page). A window
-    that would be left empty (one group holds more than the cap, or the head is a result whose
-    call is gone) is returned as it is: a bounded read wins over a whole group."""
-    calls = {_call_id(call): i for i, row in enumerate(rows) if row.role == "assistant"
-             for call in row.tool_calls or []}
-    start = 0
-    while True:
-        # the last tool row whose call is older than the window's first row
-        cut = max((i for i in range(start, len(rows)) if rows[i].role == "tool"
-                   and calls.get(rows[i].tool_call_id, -1) < start), default=None)
-        if cut is None:
-            return rows[start:]
-        if cut + 1 >= len(rows):
-            return rows
-        start = cut + 1
 
 
 def _call_id(call: dict[str, object]) -> str | None:

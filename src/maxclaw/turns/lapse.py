@@ -1,43 +1,30 @@
-"""The lease-lapse tick: a dead runtime's thread stops showing ``running`` within seconds."""
+"""The lease-lapse tick: a dead runtime's thread stops showing ``running`` within seconds, and
+the background jobs it reported under its runtime lease end as lost (``leases/service.py``)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-
-from maxclaw.errors import MaxclawError
+from maxclaw.jobs import PeriodicJob
+from maxclaw.leases.service import RuntimeLeaseService
 from maxclaw.turns.service import TurnService
 
-log = logging.getLogger("maxclaw.agent")
 LAPSE_INTERVAL_S = 5.0
 
 
-class LapseJob:
+class LapseJob(PeriodicJob):
     """Lapse expired leases on a short tick, so a dead runtime's thread does not show
-    ``running`` until the next claim looks (claims lapse leases too)."""
+    ``running`` until the next claim looks (claims lapse turn leases too), nor ``working in
+    the background`` for ever (runtime leases lapse only here and on a late heartbeat)."""
 
     name = "turn-lapse"
 
-    def __init__(self, turns: TurnService, interval_s: float = LAPSE_INTERVAL_S) -> None:
+    def __init__(self, turns: TurnService, leases: RuntimeLeaseService,
+                 interval_s: float = LAPSE_INTERVAL_S) -> None:
+        super().__init__(interval_s, run_at_start=False)
         self.turns = turns
-        self.interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
+        self.leases = leases
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=self.name)
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.turns.lapse_expired()
-            except MaxclawError as exc:  # the database is away; the next tick retries
-                log.warning("lapse pass failed", extra={"code": exc.code})
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    async def run_once(self) -> None:
+        try:
+            await self.turns.lapse_expired()
+        finally:  # one failing must not starve the other
+            await self.leases.lapse_expired()

@@ -3,7 +3,10 @@
 Assistant and tool rows carry the runtime's ``turn_id`` as a fencing token: a write from a turn
 that is no longer the thread's running turn (its lease lapsed and the work was re-claimed, or it
 finished) is refused with 409, so a runtime that froze and woke up cannot write into someone
-else's turn. Event rows (e.g. a background job finished) enter the inbox and wake the thread.
+else's turn. Event rows (e.g. a background job finished) enter the inbox and wake the thread;
+a background job's start (``source_meta.backgroundJob.phase = "started"``) is history that
+wakes nothing, and counts the job as running in the thread until its end (turns/background.py),
+or until the runtime lease it was started under lapses (leases/service.py).
 
 An assistant row with ``"execute": true`` also executes the service's own tools among its calls
 (``ask_user_question`` posts its card) in the same transaction, and answers with their results:
@@ -18,21 +21,27 @@ import asyncpg
 
 from maxclaw.auth.service import Principal, parse_uuid
 from maxclaw.cards.definitions import Card, normalize_tool_call
-from maxclaw.components import store as component_store
-from maxclaw.components import tool_store
+from maxclaw.components import post_store, tool_store
 from maxclaw.components.server_tools import TOOL_SPECS as SERVICE_TOOLS
 from maxclaw.components.server_tools import NeedsExecute, ToolService
 from maxclaw.db.constraints import violated
 from maxclaw.db.database import Database
-from maxclaw.errors import Conflict, Invalid, NotFound
-from maxclaw.jsonlimits import check_depth
+from maxclaw.errors import Conflict, Invalid, NotFound, TurnStopped
+from maxclaw.jsonlimits import MAX_SOURCE_META_BYTES, check_json_bytes
+from maxclaw.leases.service import RuntimeLeaseService
 from maxclaw.secrets.service import SecretService
 from maxclaw.timeline import store as timeline_store
-from maxclaw.timeline.rows import MessageRow
 from maxclaw.turns import store as turn_store
+from maxclaw.turns.background import MAX_RUNNING_JOBS, JobReport, job_report
 from maxclaw.turns.guard import looks_forged
 
 MAX_TEXT = 200_000
+# the service's own notice kinds in source_meta (answers, hand-offs, expiries): a runtime
+# cannot claim one
+SERVICE_NOTICES = frozenset({"componentAnswer", "cardAnswer", "askHandoff", "askExpired",
+                             "jobLost"})
+STOPPED = ("Max stopped this turn: stop now and write nothing more. Input that waits stays "
+           "queued; his next message starts a new turn.")
 STALE_TURN = ("Turn {turn_id} is not this thread's running turn (its lease lapsed or it "
               "finished); claim a new turn before writing.")
 
@@ -47,40 +56,58 @@ def _text(value: Any, field: str) -> str | None:
     return value
 
 
+def call_ids(calls: list[dict[str, Any]]) -> list[str] | None:
+    """The ids of a row's tool calls: component ids, decision keys and the display are
+    derived from them, so the echo guard refuses one that holds a secret."""
+    return [c["id"] for c in calls] or None
+
+
+def side_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a runtime's row that are stored as written (never masked): the echo
+    guard refuses the row when one of them holds a secret."""
+    calls = fields.get("tool_calls") or []
+    return {"source_meta": fields.get("source_meta"), "tool_call_id": fields.get("tool_call_id"),
+            "tool_calls": [c["id"] for c in calls if isinstance(c, dict)] or None}
+
+
 class AgentMessageService:
     """Assistant, tool and event rows from agent runtimes."""
 
-    def __init__(self, db: Database, secrets: SecretService,
+    def __init__(self, db: Database, secrets: SecretService, leases: RuntimeLeaseService,
                  tools: ToolService | None = None) -> None:
         self.db = db
         self.secrets = secrets
+        self.leases = leases  # a job started under a runtime lease is held by it
         self.tools = tools  # for "execute": true
 
     async def _insert(self, conn: asyncpg.Connection, who: Principal, thread_id: str,
-                      **fields: Any) -> MessageRow:
-        """Insert a runtime's row after the echo check: a row that holds one of the thread's
-        live secrets is stored masked and sensitive, its original sealed next to it."""
+                      **fields: Any) -> int:
+        """Insert a runtime's row after the echo check, returning its id: a row that holds one
+        of the thread's live secrets is stored masked and sensitive, its original sealed next
+        to it; any other row is stored as the check read it (its JSON written out once)."""
         guarded = await self.secrets.guard(conn, who.user_id, thread_id,
                                            body=fields.get("body"), content=fields.get("content"),
-                                           tool_calls=fields.get("tool_calls"))
+                                           tool_calls=fields.get("tool_calls"),
+                                           side=side_fields(fields))
         if guarded.sealed is None:
-            return await timeline_store.insert_message(conn, user_id=who.user_id,
-                                                       thread_id=thread_id, **fields)
+            fields.update(content=guarded.content, tool_calls=guarded.tool_calls)
+            return await timeline_store.insert_message_id(conn, user_id=who.user_id,
+                                                          thread_id=thread_id, **fields)
         meta = dict(fields.get("source_meta") or {})
         meta["secretEcho"] = {"components": list(guarded.components)}
         fields.update(body=guarded.body, content=guarded.content,
                       tool_calls=guarded.tool_calls, source_meta=meta, sensitive=True)
-        row = await timeline_store.insert_message(conn, user_id=who.user_id,
-                                                  thread_id=thread_id, **fields)
-        await self.secrets.store_sealed(conn, who.user_id, thread_id, row.id, guarded.sealed)
-        return row
+        row_id = await timeline_store.insert_message_id(conn, user_id=who.user_id,
+                                                        thread_id=thread_id, **fields)
+        await self.secrets.store_sealed(conn, who.user_id, thread_id, row_id, guarded.sealed)
+        return row_id
 
     async def post(self, who: Principal, thread_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Append the runtime's row; returns ``{"id", "guard"}`` (and ``"results"`` when an
         assistant row asks to ``execute``)."""
         thread_id = parse_uuid(thread_id)
         who.check_thread(thread_id)
-        check_depth(body, ["body"])
+        # the nesting was checked in the request's bytes (api/middleware.py, BodyGuard)
         role = body.get("role")
         turn_id = body.get("turn_id")
         if turn_id is not None and (isinstance(turn_id, bool) or not isinstance(turn_id, int)):
@@ -109,7 +136,7 @@ class AgentMessageService:
                                 turn_id: int | None, tools: ToolService) -> dict[str, Any]:
         """The assistant row and its cards in one read and one statement (no BEGIN/COMMIT):
         the read (the thread, results already stored for these calls, presence, the thread's
-        live secrets for the echo check), then ``components.store.post_cards`` writes the row,
+        live secrets for the echo check), then ``components.post_store.post_cards`` writes the row,
         and per card its tool row, carriers, pushes and components, fenced by the turn. A
         retry (its calls already have results) writes nothing and replays them; a call that
         needs more than posting a card (a refusal, Main's tools) writes nothing here, and the
@@ -123,16 +150,17 @@ class AgentMessageService:
                                                         tools.components.clock.now())
                 if context is None:
                     raise NotFound("No such thread.")
-                thread, done, watching, live = context
+                thread, done, watching, live, prefs = context
                 who.check_writes_in(thread.kind)  # before a retry's replay, too
                 if not done:
                     guard = "forged" if looks_forged(content) else None
+                    self.secrets.refuse_echo(live, {"tool_calls": call_ids(calls)})
                     checked = self.secrets.guard_rows(live, who.user_id, thread_id,
                                                       body=content, tool_calls=calls or None)
                     if checked.sealed is not None:
                         return await self._post_sealed(who, thread_id, body, turn_id, tools)
-                    cards, rows = tools.plan_posted(who, thread, calls, watching)
-                    row_id, found, _ = await component_store.post_cards(
+                    cards, rows = tools.plan_posted(who, thread, calls, watching, prefs)
+                    row_id, found, _ = await post_store.post_cards(
                         conn, who.user_id, thread_id, turn_id=turn_id, body=content,
                         tool_calls=calls or None,
                         source_meta={"guard": guard} if guard else None, sensitive=False,
@@ -140,7 +168,7 @@ class AgentMessageService:
                     if row_id is None:
                         if not found:
                             raise NotFound("No such thread.")
-                        raise Conflict(STALE_TURN.format(turn_id=turn_id))
+                        raise await self._stale(conn, who.user_id, turn_id)
             if not done:  # committed: an answer needs not read the cards' definitions back
                 for card in cards:
                     tools.components.remember(who.user_id, card)
@@ -181,7 +209,7 @@ class AgentMessageService:
                                                         tools.components.clock.now())
                 if context is None:
                     raise NotFound("No such thread.")
-                thread, done, watching, _ = context
+                thread, done, watching, _, _ = context
                 who.check_writes_in(thread.kind)
                 if turn_id is not None:
                     await self._check_turn(conn, who.user_id, thread_id, turn_id)
@@ -214,7 +242,16 @@ class AgentMessageService:
         # current_running_turn locks the turn row FOR SHARE until this write commits, so the
         # lease cannot lapse (and the work be re-claimed) between this check and the commit
         if await turn_store.current_running_turn(conn, user_id, thread_id) != turn_id:
-            raise Conflict(STALE_TURN.format(turn_id=turn_id))
+            raise await self._stale(conn, user_id, turn_id)
+
+    @staticmethod
+    async def _stale(conn: asyncpg.Connection, user_id: str, turn_id: int | None) -> Conflict:
+        """The refusal of a write whose turn is not running: ``turn_stopped`` when Max
+        stopped it (the runtime ends its loop), else ``conflict`` (lapsed or finished)."""
+        if turn_id is not None and await turn_store.turn_status(conn, user_id,
+                                                                turn_id) == "stopped":
+            return TurnStopped(STOPPED, data={"status": "stopped"})
+        return Conflict(STALE_TURN.format(turn_id=turn_id))
 
     @staticmethod
     def _row_fields(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -232,11 +269,11 @@ class AgentMessageService:
                          body: dict[str, Any], turn_id: int | None) -> dict[str, Any]:
         content, calls = self._row_fields(body)
         guard = "forged" if looks_forged(content) else None
-        row = await self._insert(
+        row_id = await self._insert(
             conn, who, thread_id, role="assistant", body=content,
             tool_calls=calls or None, source_meta={"guard": guard} if guard else None,
             turn_id=turn_id)
-        return {"id": row.id, "guard": guard}
+        return {"id": row_id, "guard": guard}
 
     async def _tool(self, conn: asyncpg.Connection, who: Principal, thread_id: str,
                     body: dict[str, Any], turn_id: int | None) -> dict[str, Any]:
@@ -245,12 +282,12 @@ class AgentMessageService:
             raise Invalid.at(["body", "tool_call_id"], "tool_call_id is required")
         try:
             async with conn.transaction():  # a savepoint: the duplicate must not poison the rest
-                row = await self._insert(
+                row_id = await self._insert(
                     conn, who, thread_id, role="tool",
                     tool_call_id=call_id, content=body.get("content"), turn_id=turn_id)
         except asyncpg.UniqueViolationError:
             raise Conflict(f"Tool call {call_id!r} already has a result.") from None
-        return {"id": row.id, "guard": None}
+        return {"id": row_id, "guard": None}
 
     async def _event(self, conn: asyncpg.Connection, who: Principal, thread_id: str,
                      body: dict[str, Any]) -> dict[str, Any]:
@@ -260,11 +297,35 @@ class AgentMessageService:
         meta = body.get("source_meta")
         if meta is not None and not isinstance(meta, dict):
             raise Invalid.at(["body", "source_meta"], "source_meta must be an object")
+        check_json_bytes(meta, ["body", "source_meta"], MAX_SOURCE_META_BYTES)
         # the service's own notice kinds cannot be claimed by a runtime
-        if meta and ({"componentAnswer", "cardAnswer", "askHandoff"} & meta.keys()):
-            raise Invalid.at(["body", "source_meta"], "componentAnswer, cardAnswer and "
-                                                      "askHandoff are written by the service only")
-        row = await self._insert(conn, who, thread_id, role="event", body=text,
-                                 source_meta=meta)
-        await timeline_store.wake_thread(conn, who.user_id, thread_id)
-        return {"id": row.id, "guard": None}
+        if meta and (SERVICE_NOTICES & meta.keys()):
+            raise Invalid.at(["body", "source_meta"], ", ".join(sorted(SERVICE_NOTICES))
+                             + " are written by the service only")
+        job = job_report(meta)
+        if job is not None:
+            await self._track_job(conn, who.user_id, thread_id, job)
+        quiet = job is not None and job.started  # history: a start wakes nothing
+        row_id = await self._insert(conn, who, thread_id, role="event", body=text,
+                                    source_meta=meta, delivered=quiet)
+        if not quiet:
+            await timeline_store.wake_thread(conn, who.user_id, thread_id)
+        return {"id": row_id, "guard": None}
+
+    async def _track_job(self, conn: asyncpg.Connection, user_id: str, thread_id: str,
+                         job: JobReport) -> None:
+        """The thread's set of running jobs, before the event row: the thread is locked first,
+        as an input's wake-up locks it, so ``finish`` orders against this event. A lease is
+        locked (a start) or the leased job released (an end) before the thread, the order the
+        lapse tick takes them in (leases/store.py)."""
+        if not job.started:
+            await self.leases.release_job(conn, user_id, thread_id, job.job_id)
+            await timeline_store.job_finished(conn, user_id, thread_id, job.job_id)
+            return
+        if job.lease_id is not None:
+            await self.leases.hold_job(conn, user_id, thread_id, job.job_id, job.lease_id)
+        if await timeline_store.job_started(conn, user_id, thread_id,
+                                            job.job_id) > MAX_RUNNING_JOBS:
+            raise Invalid.at(["body", "source_meta", "backgroundJob", "job_id"],
+                             f"a thread has at most {MAX_RUNNING_JOBS} background jobs running; "
+                             "report the finished ones (phase: finished) first")

@@ -25,7 +25,7 @@ import asyncpg
 from maxclaw.auth.service import Principal, parse_int_id, parse_uuid
 from maxclaw.clock import Clock
 from maxclaw.db.database import Database
-from maxclaw.errors import Conflict, NotFound
+from maxclaw.errors import Conflict, NotFound, TurnStopped
 from maxclaw.secrets.service import SecretService
 from maxclaw.timeline import store as timeline_store
 from maxclaw.timeline.projections import thread_projection
@@ -40,6 +40,7 @@ from maxclaw.turns.history import (
 )
 from maxclaw.turns.listener import TurnListener
 from maxclaw.turns.rows import TurnRow
+from maxclaw.wire.models import Finished, StoppedTurn
 
 log = logging.getLogger("maxclaw.turns.service")
 POLL_S = 1.0  # a waiting claim retries this often even without a NOTIFY (and lapses leases)
@@ -48,6 +49,8 @@ LAPSE_BATCH = 100
 # tool-call groups; older rows are read with the cursor (settings: model_window_rows/_bytes).
 WINDOW_ROWS = 500
 WINDOW_BYTES = 2 * 1024 * 1024
+STOPPED = ("Max stopped this turn: stop now and write nothing more. Input that waits stays "
+           "queued; his next message starts a new turn.")
 NOT_RUNNING = ("This turn is no longer running (it finished, or its lease lapsed and the work "
                "was queued again): stop, and claim a new turn.")
 
@@ -82,10 +85,16 @@ class TurnService:
 
     async def claim(self, who: Principal, wait_s: float, runtime_id: str | None,
                     still_wanted: Callable[[], Awaitable[bool]] | None = None,
-                    ) -> dict[str, Any] | None:
-        """The oldest queued turn the caller may run, waiting up to ``wait_s`` for one."""
+                    thread_ids: list[str] | None = None) -> dict[str, Any] | None:
+        """The oldest queued turn the caller may run, waiting up to ``wait_s`` for one;
+        ``thread_ids`` narrows it to those threads (a bridge serves only the threads it runs
+        a host for, even with an unbound token)."""
+        among = [parse_uuid(t) for t in thread_ids] if thread_ids is not None else None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
+        if runtime_id:  # the echo guard: stored on the turn as written
+            async with self.db.connection() as conn:
+                await self.secrets.refuse_user_echo(conn, who.user_id, {"runtime_id": runtime_id})
         if wait_s > 0:
             await self.listener.ensure_listening()
         # register before looking, so a NOTIFY between the look and the wait is not missed
@@ -93,7 +102,7 @@ class TurnService:
             while True:
                 woken.clear()
                 await self._lapse_expired_now_and_then()
-                claimed = await self._claim_once(who, runtime_id or "anonymous")
+                claimed = await self._claim_once(who, runtime_id or "anonymous", among)
                 if claimed is not None:
                     return claimed
                 remaining = deadline - loop.time()
@@ -107,13 +116,24 @@ class TurnService:
                 if wait_s > 0 and not self.listener.listening:
                     await self.listener.ensure_listening()
 
-    async def _claim_once(self, who: Principal, runtime_id: str) -> dict[str, Any] | None:
+    async def _claim_once(self, who: Principal, runtime_id: str,
+                          among: list[str] | None = None) -> dict[str, Any] | None:
+        """``_claim_attempt``, again when a retract took back an answer the attempt had read
+        (it wrote nothing then: its transaction rolled back)."""
+        while True:
+            try:
+                return await self._claim_attempt(who, runtime_id, among)
+            except _TakenBack:
+                continue
+
+    async def _claim_attempt(self, who: Principal, runtime_id: str,
+                             among: list[str] | None = None) -> dict[str, Any] | None:
         """Lock a queued turn, hand its thread over, then start it. The turn is written last
         so that nothing waiting on it (a wake-up) holds a component this claim stamps."""
         now = self.clock.now()
         async with self.db.transaction() as conn:
             picked = await store.pick_next(conn, who.user_id, who.thread_id,
-                                           with_main=who.writes_in_main)
+                                           with_main=who.writes_in_main, among=among)
             if picked is None:
                 return None
             rows, next_before_id = await self._window(conn, who.user_id, picked.thread_id,
@@ -123,6 +143,11 @@ class TurnService:
             # all input up to the head is delivered, the window's and any older (which the
             # cursor reaches); seen_at only for answers the window hands over
             await store.deliver_through(conn, who.user_id, picked.thread_id, head, now)
+            # the window was read before its rows were locked (the delivery above locks them):
+            # a retract that took one of its answers back first wins, and this claim reads again
+            if await store.taken_back(conn, who.user_id, [
+                    r.id for r in rows if _undelivered_input(r)]):
+                raise _TakenBack
             await store.stamp_seen(conn, who.user_id, answered_components(
                 r for r in rows if _undelivered_input(r)), now)
             turn = await store.start_turn(conn, who.user_id, picked.id, runtime_id, now,
@@ -132,8 +157,11 @@ class TurnService:
         assert thread is not None  # the turn's foreign key guarantees it
         log.info("turn claimed", extra={"turn_id": turn.id, "thread_id": turn.thread_id,
                                         "user_id": who.user_id})
+        # "input": what this claim delivered for the first time (it is in "messages" too), for
+        # a client that hands a host only what is new (the bridge)
         return {"turn": turn_projection(turn), "thread": thread_projection(thread),
-                "messages": chat_history(model_rows), "next_before_id": next_before_id}
+                "messages": chat_history(model_rows), "next_before_id": next_before_id,
+                "input": [chat_message(r) for r in model_rows if _undelivered_input(r)]}
 
     async def _window(self, conn: asyncpg.Connection, user_id: str, thread_id: str,
                       before_id: int | None, *, handed_only: bool,
@@ -144,6 +172,7 @@ class TurnService:
         query, so the query never reads past its cap, however much input waits."""
         rows = whole_groups(await store.model_window(
             conn, user_id, thread_id, before_id, self.window_rows, self.window_bytes))
+        rows = [r for r in rows if not _retracted(r)]  # taken back: no model ever reads it
         if not rows:
             return [], None
         older = await store.has_before(conn, user_id, thread_id, rows[0].id)
@@ -172,9 +201,28 @@ class TurnService:
         # for the tokens the fence is about.
         if not who.writes_in_main and await store.is_main(conn, who.user_id, turn.thread_id):
             who.check_writes_in("main")
+        if turn.status == "stopped":
+            raise TurnStopped(STOPPED, data={"status": turn.status})
         if turn.status != "running":
             raise Conflict(NOT_RUNNING, data={"status": turn.status})
         return turn
+
+    async def stop(self, who: Principal, thread_id: str) -> StoppedTurn:
+        """Max's Stop: the thread's running turn ends ``stopped`` at once, so the runtime's
+        next write (message, heartbeat, inbox, finish) is ``409 turn_stopped``. Nothing is
+        queued in its place: waiting input stays queued (a new message starts a new turn),
+        open cards stay open. ``409 conflict`` when no turn is running."""
+        thread_id = parse_uuid(thread_id)
+        async with self.db.transaction() as conn:
+            if await timeline_store.get_thread(conn, who.user_id, thread_id) is None:
+                raise NotFound("No such thread.")
+            turn = await store.stop_turn(conn, who.user_id, thread_id, self.clock.now())
+        if turn is None:
+            raise Conflict("No turn is running in this thread; nothing was stopped.")
+        log.info("turn stopped", extra={"turn_id": turn.id, "thread_id": thread_id,
+                                        "user_id": who.user_id})
+        assert turn.finished_at is not None
+        return StoppedTurn(thread_id=thread_id, turn_id=turn.id, finished_at=turn.finished_at)
 
     async def heartbeat(self, who: Principal, turn_id: int) -> dict[str, Any]:
         """Extend the lease; a lease that already ran out lapses the turn instead (409)."""
@@ -212,7 +260,7 @@ class TurnService:
                                                "count": len(rows)})
         return {"messages": messages}
 
-    async def finish(self, who: Principal, turn_id: int) -> dict[str, Any]:
+    async def finish(self, who: Principal, turn_id: int) -> Finished:
         """End the turn; input that arrived after the last delivery (or a forged notice the
         model has not been told about) queues the next turn at once."""
         now = self.clock.now()
@@ -227,7 +275,7 @@ class TurnService:
             open_ids = await store.open_components(conn, who.user_id, turn.thread_id)
         log.info("turn finished", extra={"turn_id": turn_id, "thread_id": turn.thread_id,
                                          "count": len(open_ids)})
-        return {"open_components": open_ids, "requeued": requeued}
+        return Finished(open_components=open_ids, requeued=requeued)
 
     async def _queue_next(self, conn: asyncpg.Connection, user_id: str,
                           turn: TurnRow) -> bool:
@@ -284,6 +332,14 @@ class TurnService:
         if now - self._last_lapse_check >= self.poll_s:
             self._last_lapse_check = now
             await self.lapse_expired()
+
+
+class _TakenBack(Exception):
+    """A retract took back an answer the claim's window held (``_claim_once`` reads again)."""
+
+
+def _retracted(row: MessageRow) -> bool:
+    return bool(row.source_meta) and "retracted" in (row.source_meta or {})
 
 
 def _undelivered_input(row: MessageRow) -> bool:

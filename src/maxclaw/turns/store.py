@@ -39,6 +39,7 @@ PICK_NEXT = """
 SELECT id, thread_id::text FROM turns
  WHERE user_id = $1::uuid AND status = 'queued'
    AND ($2::uuid IS NULL OR thread_id = $2::uuid)
+   AND ($4::uuid[] IS NULL OR thread_id = ANY($4::uuid[]))
    AND ($3::boolean OR thread_id IS DISTINCT FROM
         (SELECT m.id FROM threads m WHERE m.user_id = $1::uuid AND m.kind = 'main'))
  ORDER BY id LIMIT 1
@@ -52,12 +53,20 @@ UPDATE turns SET status = 'running', runtime_id = $2, lease_until = $3, claimed_
 RETURNING {TURN_COLUMNS}
 """
 LOCK_TURN = f"SELECT {TURN_COLUMNS} FROM turns WHERE user_id = $1::uuid AND id = $2 FOR UPDATE"
-GET_TURN = f"SELECT {TURN_COLUMNS} FROM turns WHERE user_id = $1::uuid AND id = $2"
 EXTEND_LEASE = f"""
 UPDATE turns SET lease_until = $3
  WHERE user_id = $1::uuid AND id = $2 AND status = 'running'
 RETURNING {TURN_COLUMNS}
 """
+# Max's Stop: the thread's running turn ends now. The UPDATE waits for a write holding the
+# fencing lock (CURRENT_RUNNING_TURN's FOR SHARE) to commit, and every later write finds no
+# running turn: a write lands wholly before the stop or is refused.
+STOP_TURN = f"""
+UPDATE turns SET status = 'stopped', finished_at = $3
+ WHERE user_id = $1::uuid AND thread_id = $2::uuid AND status = 'running'
+RETURNING {TURN_COLUMNS}
+"""
+TURN_STATUS = "SELECT status FROM turns WHERE user_id = $1::uuid AND id = $2"
 FINISH_TURN = f"""
 UPDATE turns SET status = 'done', finished_at = $3
  WHERE user_id = $1::uuid AND id = $2 AND status = 'running'
@@ -100,18 +109,17 @@ ON CONFLICT (user_id, thread_id) WHERE status IN ('queued', 'running') DO NOTHIN
 # NULL: the thread's head), newest first in the index ``messages_thread_id`` (thread_id, id),
 # at most $4 rows, and cut where the rows after a row (towards the head) already hold $5 bytes
 # or more (so the newest row always comes). A row's size is its text as the model reads it
-# (tool calls counted twice: their definitions). Measured in the database, so a window of a
-# thread of 1 MiB rows is not read and decoded on the event loop to be thrown away.
+# (tool calls counted twice: their definitions) and every other column a page carries, stored
+# with the row (``messages.size``), so a window of a thread of 1 MiB rows is neither read and
+# decoded on the event loop to be thrown away nor measured by reading each row's text.
 # The thread is a range of row values, not ``thread_id = $2``: with an equality the planner
 # drops thread_id from the ORDER BY and may walk the primary key back from the table's newest
 # row (it costs the thread index as random reads), reading every other thread on the way;
 # a range over (thread_id, id) only this index can serve in order.
-_SIZE = """octet_length(coalesce(body, '')) + octet_length(coalesce(content::text, ''))
-                  + 2 * octet_length(coalesce(tool_calls::text, ''))"""
 MODEL_WINDOW = f"""
 SELECT {MESSAGE_COLUMNS} FROM (
     SELECT *, sum(size) OVER (ORDER BY id DESC) - size AS newer FROM (
-        SELECT *, {_SIZE} AS size
+        SELECT *
           FROM messages
          WHERE (thread_id, id) > ($2::uuid, 0)
            AND (thread_id, id) < ($2::uuid, coalesce($3::bigint, 9223372036854775807))
@@ -125,9 +133,13 @@ SELECT {MESSAGE_COLUMNS} FROM (
 # bitmap scan of every older row of the thread, then a sort; the index walk reads the cap.
 # The estimate depends on where the thread's uuid falls among the others, so now and then it
 # chose a sequential scan of every message as well (tests/trust/test_model_window.py, 1 run
-# in 3): both are off for this one statement.
-WINDOW_PLAN = "SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off"
-WINDOW_PLAN_DONE = "RESET enable_bitmapscan; RESET enable_seqscan"
+# in 3): both are off for this one statement. Under a busy parallel suite it also chose a walk
+# of the primary key (user_id, id), every row of the user's, then a sort down to the cap: that
+# plan is the only one needing a sort below the LIMIT, so sorts are off too (the two sorts of
+# the capped rows above it are in every plan, and cost each the same).
+WINDOW_PLAN = ("SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off; "
+               "SET LOCAL enable_sort = off")
+WINDOW_PLAN_DONE = "RESET enable_bitmapscan; RESET enable_seqscan; RESET enable_sort"
 # Whether anything older than a window's first row is left for the cursor.
 HAS_BEFORE = """
 SELECT EXISTS (SELECT 1 FROM messages
@@ -143,11 +155,20 @@ WITH delivered AS (
     RETURNING 1)
 SELECT count(*) FROM delivered
 """
+# locked: a retract locks the answer message before its component too, so an answer is either
+# handed over here or taken back, never both (components/retract_store.py)
 UNDELIVERED_ROWS = f"""
 SELECT {MESSAGE_COLUMNS} FROM messages
  WHERE user_id = $1::uuid AND thread_id = $2::uuid
    AND delivered_at IS NULL AND role IN ('user', 'event')
  ORDER BY id
+   FOR UPDATE
+"""
+# Whether any of these rows was taken back (a retract won the row after the claim read it).
+TAKEN_BACK = """
+SELECT EXISTS (SELECT 1 FROM messages
+                WHERE user_id = $1::uuid AND id = ANY($2::bigint[])
+                  AND source_meta ? 'retracted')
 """
 HAS_UNDELIVERED = """
 SELECT EXISTS (SELECT 1 FROM messages
@@ -208,10 +229,12 @@ SELECT id FROM message_components
 
 
 async def pick_next(conn: asyncpg.Connection, user_id: str, thread_id: str | None,
-                    with_main: bool = True) -> PickedTurn | None:
-    """Lock the oldest queued turn of the user's (or of one thread; Main's only when
-    ``with_main``) that no one else is claiming; None if there is none."""
-    row = await conn.fetchrow(PICK_NEXT, user_id, thread_id, with_main)
+                    with_main: bool = True,
+                    among: list[str] | None = None) -> PickedTurn | None:
+    """Lock the oldest queued turn of the user's (or of one thread; of the threads ``among``
+    when given; Main's only when ``with_main``) that no one else is claiming; None if there
+    is none."""
+    row = await conn.fetchrow(PICK_NEXT, user_id, thread_id, with_main, among)
     return PickedTurn.from_record(row) if row is not None else None
 
 
@@ -233,11 +256,6 @@ def _turn(record: asyncpg.Record | None) -> TurnRow | None:
     return TurnRow.from_record(record) if record is not None else None
 
 
-async def get_turn(conn: asyncpg.Connection, user_id: str, turn_id: int) -> TurnRow | None:
-    """One turn of the user's."""
-    return _turn(await conn.fetchrow(GET_TURN, user_id, turn_id))
-
-
 async def lock_turn(conn: asyncpg.Connection, user_id: str,
                     turn_id: int) -> TurnRow | None:
     """One turn of the user's, locked for the rest of the transaction."""
@@ -254,6 +272,18 @@ async def finish_turn(conn: asyncpg.Connection, user_id: str, turn_id: int,
                       now: datetime) -> TurnRow | None:
     """running → done; None when the turn is not running."""
     return _turn(await conn.fetchrow(FINISH_TURN, user_id, turn_id, now))
+
+
+async def stop_turn(conn: asyncpg.Connection, user_id: str, thread_id: str,
+                    now: datetime) -> TurnRow | None:
+    """running → stopped for the thread's running turn; None when none is running."""
+    return _turn(await conn.fetchrow(STOP_TURN, user_id, thread_id, now))
+
+
+async def turn_status(conn: asyncpg.Connection, user_id: str, turn_id: int) -> str | None:
+    """A turn's status (None: no such turn of the user's)."""
+    value = await conn.fetchval(TURN_STATUS, user_id, turn_id)
+    return str(value) if value is not None else None
 
 
 async def set_delivered_through(conn: asyncpg.Connection, user_id: str, turn_id: int,
@@ -333,6 +363,13 @@ async def undelivered_rows(conn: asyncpg.Connection, user_id: str,
     """The thread's inbox: input rows no model has been handed yet, in arrival order."""
     return [MessageRow.from_record(r)
             for r in await conn.fetch(UNDELIVERED_ROWS, user_id, thread_id)]
+
+
+async def taken_back(conn: asyncpg.Connection, user_id: str, message_ids: list[int]) -> bool:
+    """Whether any of the rows was taken back (``source_meta.retracted``)."""
+    if not message_ids:
+        return False
+    return bool(await conn.fetchval(TAKEN_BACK, user_id, message_ids))
 
 
 async def has_undelivered(conn: asyncpg.Connection, user_id: str, thread_id: str) -> bool:

@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from maxclaw.api.routes import (
     agent,
+    agent_leases,
     agent_threads,
     agent_turns,
     cards,
@@ -11,8 +12,10 @@ from maxclaw.api.routes import (
     decisions,
     health,
     push,
+    settings,
     threads,
     tokens,
+    turn_stop,
     web,
     ws,
 )
@@ -26,8 +29,11 @@ ROUTERS: list[APIRouter] = [
     push.router,
     agent.router,
     agent_turns.router,
+    agent_leases.router,
     agent_threads.router,
     tokens.router,
+    turn_stop.router,
+    settings.router,
     ws.router,
     web.router,  # last: it serves the WebUI at "/"
 ]

@@ -1,4 +1,4 @@
-"""User endpoints for cards: read, answer, let Main decide, revoke."""
+"""User endpoints for cards: read, answer, let Main decide, revoke, take back."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from maxclaw.api.deps import Services, UserPrincipal
-from maxclaw.api.encode import json_ready
+from maxclaw.api.responses import ERRORS
+from maxclaw.wire.models import Component
 
-router = APIRouter(prefix="/v1/components")
+router = APIRouter(prefix="/v1/components", responses=ERRORS)
 
 
 class AnswerBody(BaseModel):
@@ -18,24 +19,33 @@ class AnswerBody(BaseModel):
     text: Any = None
 
 
-@router.get("/{component_id}")
+@router.get("/{component_id}", response_model=Component, response_model_exclude_unset=True)
 async def get_component(component_id: str, who: UserPrincipal,
-                        services: Services) -> Any:
-    return json_ready(await services.components.get(who, component_id))
+                        services: Services) -> Component:
+    return Component.model_validate(await services.components.get(who, component_id))
 
 
-@router.post("/{component_id}/answer")
+@router.post("/{component_id}/answer", response_model=Component,
+             response_model_exclude_unset=True)
 async def answer(component_id: str, body: AnswerBody, who: UserPrincipal,
-                 services: Services) -> Any:
-    return json_ready(await services.components.answer(who, component_id, body.selected,
-                                                       body.text, "card"))
+                 services: Services) -> Component:
+    return Component.model_validate(await services.components.answer(
+        who, component_id, body.selected, body.text, "card"))
 
 
-@router.post("/{component_id}/to-main")
-async def to_main(component_id: str, who: UserPrincipal, services: Services) -> Any:
-    return json_ready(await services.components.to_main(who, component_id))
+@router.post("/{component_id}/to-main", response_model=Component,
+             response_model_exclude_unset=True)
+async def to_main(component_id: str, who: UserPrincipal, services: Services) -> Component:
+    return Component.model_validate(await services.components.to_main(who, component_id))
 
 
-@router.post("/{component_id}/revoke")
-async def revoke(component_id: str, who: UserPrincipal, services: Services) -> Any:
-    return json_ready(await services.components.revoke(who, component_id))
+@router.post("/{component_id}/revoke", response_model=Component,
+             response_model_exclude_unset=True)
+async def revoke(component_id: str, who: UserPrincipal, services: Services) -> Component:
+    return Component.model_validate(await services.components.revoke(who, component_id))
+
+
+@router.post("/{component_id}/retract", response_model=Component,
+             response_model_exclude_unset=True)
+async def retract(component_id: str, who: UserPrincipal, services: Services) -> Component:
+    return Component.model_validate(await services.components.retract(who, component_id))

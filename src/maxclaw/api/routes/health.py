@@ -1,12 +1,12 @@
-"""Unauthenticated probes and metrics."""
+"""Unauthenticated probes, and metrics (for this host or a metrics token)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from maxclaw.api.deps import services_of
+from maxclaw.ops.metrics_http import check_api_port_access, exposition
 
 router = APIRouter()
 
@@ -28,8 +28,9 @@ async def readyz(request: Request) -> JSONResponse:
 
 @router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
-    """Prometheus exposition of this process's counters and histograms, and of the database
-    gauges (read now unless they were read moments ago)."""
-    await request.app.state.ops.gauges.refresh()
-    return Response(generate_latest(request.app.state.metrics.registry),
-                    media_type=CONTENT_TYPE_LATEST)
+    """The Prometheus exposition, to this host, a metrics token, or nobody (its own port):
+    ``maxclaw.ops.metrics_http``."""
+    services = services_of(request)
+    check_api_port_access(services.settings, request.client.host if request.client else None,
+                          request.headers.get("authorization", ""))
+    return await exposition(services.metrics, services.ops.gauges)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from maxclaw.api.deps import Services, UserPrincipal, user_principal
+from maxclaw.api.responses import ERRORS
 from maxclaw.errors import Invalid
+from maxclaw.wire.models import Decision, Device, Devices, PushConfig, PushQueued
 
-router = APIRouter(prefix="/v1/push")
+router = APIRouter(prefix="/v1/push", responses=ERRORS)
 
 HEX = r"^[0-9A-Fa-f]{16,400}$"
 
@@ -36,6 +38,8 @@ class ApnsDevice(BaseModel):
     topic: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.\-]{0,199}$")  # the app's bundle id
     environment: Literal["sandbox", "production"] = "production"
     live_activity_token: str | None = Field(default=None, pattern=HEX)
+    # ActivityKit's push-to-start token: lets the server start the Live Activity itself
+    live_activity_start_token: str | None = Field(default=None, pattern=HEX)
 
 
 class WebhookDevice(BaseModel):
@@ -52,7 +56,7 @@ class LogDevice(BaseModel):
     platform: Literal["log"]
 
 
-Device = Annotated[WebPushDevice | ApnsDevice | WebhookDevice | LogDevice,
+NewDevice = Annotated[WebPushDevice | ApnsDevice | WebhookDevice | LogDevice,
                    Field(discriminator="platform")]
 
 
@@ -66,16 +70,16 @@ class PushAction(BaseModel):
     text: str | None = None
 
 
-@router.post("/devices", status_code=201)
-async def register_device(device: Annotated[Device, Body()], who: UserPrincipal,
-                          services: Services) -> dict[str, Any]:
-    result: dict[str, Any] = await services.push.register_device(who, device.model_dump())
-    return result
+@router.post("/devices", status_code=201, response_model=Device,
+             response_model_exclude_unset=True)
+async def register_device(device: Annotated[NewDevice, Body()], who: UserPrincipal,
+                          services: Services) -> Device:
+    return Device.model_validate(await services.push.register_device(who, device.model_dump()))
 
 
-@router.get("/devices")
-async def list_devices(who: UserPrincipal, services: Services) -> dict[str, Any]:
-    return {"devices": await services.push.list_devices(who)}
+@router.get("/devices", response_model=Devices, response_model_exclude_unset=True)
+async def list_devices(who: UserPrincipal, services: Services) -> Devices:
+    return Devices.model_validate({"devices": await services.push.list_devices(who)})
 
 
 @router.delete("/devices/{device_id}", status_code=204)
@@ -89,32 +93,34 @@ class PushTest(BaseModel):
     device_id: int | None = None
 
 
-@router.post("/test", status_code=202)
+@router.post("/test", status_code=202, response_model=PushQueued,
+             response_model_exclude_unset=True)
 async def send_test(who: UserPrincipal, services: Services,
-                    body: PushTest | None = None) -> dict[str, Any]:
+                    body: PushTest | None = None) -> PushQueued:
     """A test notification to every device of the user, or to ``device_id``."""
-    result: dict[str, Any] = await services.push.send_test(
-        who, body.device_id if body is not None else None)
-    return result
+    return PushQueued.model_validate(await services.push.send_test(
+        who, body.device_id if body is not None else None))
 
 
-@router.get("/config")
-async def push_config(who: UserPrincipal, services: Services) -> dict[str, Any]:
-    config: dict[str, Any] = services.push.client_config()
-    return config
+@router.get("/config", response_model=PushConfig, response_model_exclude_unset=True)
+async def push_config(who: UserPrincipal, services: Services) -> PushConfig:
+    return PushConfig.model_validate(services.push.client_config())
 
 
-@router.post("/actions")
-async def act(body: PushAction, request: Request, services: Services) -> dict[str, Any]:
+@router.post("/actions", response_model=Decision, response_model_exclude_unset=True)
+async def act(body: PushAction, request: Request, services: Services) -> Decision:
     """An answer from a notification: its action token alone is enough (a service worker or
     an app extension holds no bearer token); without one, a user's bearer token and
     ``decision_id``."""
     if body.action_token is not None:
-        result: dict[str, Any] = await services.push.act_with_token(
-            body.action_token, body.action, body.text, body.decision_id)
-        return result
+        token = body.action_token
+        address = request.client.host if request.client else None
+        # an action token is a bearer credential: guesses count like refused bearer tokens
+        return Decision.model_validate(await services.quotas.authenticating(
+            address, lambda: services.push.act_with_token(token, body.action, body.text,
+                                                          body.decision_id)))
     who = await user_principal(request)
     if body.decision_id is None:
         raise Invalid.at(["body", "decision_id"], "send decision_id (or an action_token)")
-    result = await services.push.act(who, body.decision_id, body.action, body.text)
-    return result
+    return Decision.model_validate(await services.push.act(who, body.decision_id, body.action,
+                                                           body.text))

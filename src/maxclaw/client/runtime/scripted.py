@@ -23,6 +23,9 @@ holds for the conversation it was given:
 - ``user_says``: every listed text appears in some user message (answers and events reach
   the model as user messages, so a script can branch on whether an answer has arrived);
 - ``user_lacks``: none of the listed texts appears in any user message;
+- ``tool_says``: every listed text appears in some tool result (a script branches on what a
+  tool returned: Main answers only once read_thread showed what Max said);
+- ``tool_lacks``: none of the listed texts appears in any tool result;
 - ``after``: every listed entry is used.
 
 An entry is *used* once an assistant message in the conversation equals it (same text, same
@@ -69,9 +72,12 @@ class Condition(BaseModel):
 
     user_says: list[str] = Field(default_factory=list)
     user_lacks: list[str] = Field(default_factory=list)
+    tool_says: list[str] = Field(default_factory=list)
+    tool_lacks: list[str] = Field(default_factory=list)
     after: list[str] = Field(default_factory=list)
 
-    @field_validator("user_says", "user_lacks", "after", mode="before")
+    @field_validator("user_says", "user_lacks", "tool_says", "tool_lacks", "after",
+                     mode="before")
     @classmethod
     def _listify(cls, value: Any) -> list[str]:
         return _texts(value)
@@ -198,6 +204,7 @@ class ScriptedModel:
     def choose(self, messages: list[dict[str, Any]]) -> Entry:
         """The first unused entry whose condition holds for ``messages``."""
         said = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+        results = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
         written = {_signature_of(m) for m in messages if m.get("role") == "assistant"}
         resolved = {id(e): self._calls(e, messages) for e in self.script.replies}
         signatures = {id(e): e.signature(calls) for e in self.script.replies
@@ -213,6 +220,10 @@ class ScriptedModel:
             if not all(any(t in s for s in said) for t in cond.user_says):
                 continue
             if any(t in s for t in cond.user_lacks for s in said):
+                continue
+            if not all(any(t in r for r in results) for t in cond.tool_says):
+                continue
+            if any(t in r for t in cond.tool_lacks for r in results):
                 continue
             if not set(cond.after) <= used:
                 continue

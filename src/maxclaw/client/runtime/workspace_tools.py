@@ -6,9 +6,10 @@ as its working directory; it is a convenience for a reference runtime, not a san
 
 ``run_command`` with ``run_in_background: true`` is seed 004's level 2: it starts the process
 and returns ``{"job_id", "status": "running"}`` at once, so the step ends and the model keeps
-working. When the process exits, ``on_exit(job)`` is called; the runtime posts it as an
-``event`` row, which reaches the model through the same inbox as user messages and answers,
-and wakes the thread if it is idle.
+working. ``on_start(job)`` is awaited once the process runs (the runtime posts an event that
+wakes nothing, so the thread's state counts the job); when the process exits, ``on_exit(job)``
+is called; the runtime posts it as an ``event`` row, which reaches the model through the same
+inbox as user messages and answers, and wakes the thread if it is idle.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ SPECS: list[dict[str, Any]] = [
 NAMES = frozenset(spec["function"]["name"] for spec in SPECS)
 
 
+# A runtime shutting down reports its running jobs as ended, but never waits long to: the
+# service may be gone too.
+STOP_REPORT_S = 5.0
+STOPPED_NOTE = "\n[stopped: the runtime shut down before the command ended]\n"
+
+
 class ToolError(Exception):
     """A tool call the model got wrong; its message goes back to the model."""
 
@@ -67,21 +74,26 @@ class BackgroundJob:
     process: asyncio.subprocess.Process
     exit_code: int | None = None
     output: str = ""  # a rolling buffer of the end of the output
+    stopped: bool = False  # killed when the runtime shut down, before it ended
+    reported: bool = False  # its end was handed to ``on_exit``
 
     def tail(self) -> str:
         return _tail(self.output)
 
 
 ExitHook = Callable[[BackgroundJob], Awaitable[None]]
+StartHook = ExitHook
 
 
 class LocalTools:
     """read_file, write_file, run_command — inside ``workspace`` only."""
 
-    def __init__(self, workspace: Path, on_exit: ExitHook | None = None) -> None:
+    def __init__(self, workspace: Path, on_exit: ExitHook | None = None,
+                 on_start: StartHook | None = None) -> None:
         self.workspace = workspace.resolve()
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.on_exit = on_exit
+        self.on_start = on_start
         self.jobs: dict[str, BackgroundJob] = {}
         self._ids = itertools.count(1)
         self._watchers: set[asyncio.Task[None]] = set()
@@ -139,6 +151,9 @@ class LocalTools:
         if background:
             job = BackgroundJob(f"job_{next(self._ids)}", command, thread_id, process)
             self.jobs[job.job_id] = job
+            if self.on_start is not None:
+                # reported before the exit is watched for, so its start is always told first
+                await self.on_start(job)
             task = asyncio.create_task(self._watch(job), name=f"job {job.job_id}")
             self._watchers.add(task)
             task.add_done_callback(self._watchers.discard)
@@ -159,16 +174,38 @@ class LocalTools:
         job.exit_code = await job.process.wait()
         if self.on_exit is not None:
             await self.on_exit(job)
+        job.reported = True
 
     async def aclose(self) -> None:
-        """Stop background jobs (their exits are not reported) and their watchers."""
-        for job in self.jobs.values():
+        """Stop background jobs and their watchers. A job whose end was not reported yet is
+        reported now, within ``STOP_REPORT_S`` (one still running is killed: ``exit_code``
+        None, ``stopped``): its start was reported, and without an end its thread would say it
+        works in the background for ever, and a model waiting for its result would wait for
+        nothing."""
+        unreported = [job for job in self.jobs.values() if not job.reported]
+        for job in unreported:
             if job.process.returncode is None:
                 _kill_group(job.process)
+                job.stopped = True
+                job.output += STOPPED_NOTE
         for task in list(self._watchers):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for job in unreported:
+            if job.stopped:  # reaped, so its transport closes while the loop still runs
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(job.process.wait(), STOP_REPORT_S)
+        if unreported and self.on_exit is not None:
+            for job in unreported:
+                if not job.stopped and job.exit_code is None:
+                    job.exit_code = job.process.returncode
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(
+                    *(self.on_exit(job) for job in unreported), return_exceptions=True),
+                    STOP_REPORT_S)
+            for job in unreported:
+                job.reported = True
 
 
 def _tail(text: str) -> str:

@@ -7,9 +7,10 @@ One outbox row becomes one or two APNs requests:
   collapse id, so a later push for the same card replaces this one.
 - ``withdraw``: a ``background`` push (``content-available``, priority 5, same collapse id)
   telling the app to remove the delivered notification.
-- When the device registered a Live Activity push token: a ``liveactivity`` push with event
-  ``update`` (question open) or ``end`` (question settled), on topic
-  ``<bundle>.push-type.liveactivity``.
+- ``activity``: one ``liveactivity`` push (topic ``<bundle>.push-type.liveactivity``) to the
+  token the row names, with event ``start`` (push-to-start token), ``update`` or ``end``: the
+  whole Live Activity state the row carries (every open decision of the user, newest first;
+  ``maxclaw_refresh_live_activities`` in ``db/live.sql`` decides which event and queues it).
 
 ``apns-id`` is a UUID derived from the outbox id (stable across retries of one row).
 """
@@ -31,8 +32,14 @@ from aioapns.common import NotificationResult
 from aioapns.exceptions import ConnectionClosed, MaxAttemptsExceeded
 from aioapns.exceptions import ConnectionError as ApnsConnectionError
 
+from maxclaw.prefs.catalogue import count_text
 from maxclaw.push.adapters.base import Delivery, DeliveryError
-from maxclaw.push.payload import SECRET_PLACEHOLDER, encoded_size, fit_payload
+from maxclaw.push.payload import (
+    SECRET_PLACEHOLDER,
+    TAKE_BACK_CATEGORY,
+    encoded_size,
+    fit_payload,
+)
 
 log = logging.getLogger("maxclaw.push.apns")
 
@@ -48,6 +55,9 @@ CATEGORY_CHOICE = "MAXCLAW_ASK_CHOICE"  # buttons (built from maxclaw.actions) +
 CATEGORY_MAIN_ANSWERED = "MAXCLAW_MAIN_ANSWERED"
 CATEGORY_REPLY = "MAXCLAW_ASK_REPLY"  # only a text reply ("Reply…")
 CATEGORY_SECRET = "MAXCLAW_ASK_SECRET"  # only a text reply ("Input (not echoed)…")
+# the app's own confirmation of an answer it sent from a notification: "Take back" (its retract
+# token comes in the answer's response, ``take_back``; never pushed)
+CATEGORY_TAKE_BACK = TAKE_BACK_CATEGORY
 
 
 @dataclass(frozen=True)
@@ -94,9 +104,15 @@ def category_of(payload: dict[str, Any]) -> str:
 
 
 def alert_message(payload: dict[str, Any], collapse: str | None) -> dict[str, Any]:
-    aps = {"alert": {"title": payload["title"], "body": payload["body"]},
-           "category": category_of(payload), "thread-id": payload.get("thread_id") or "",
-           "sound": "default", "mutable-content": 1, "interruption-level": "time-sensitive"}
+    # the dispatcher's shaping decided how loudly (push/shaping.py): passive in his quiet
+    # hours (and then no sound), time-sensitive only when the agent asked
+    level = str(payload.get("interruption_level") or "active")
+    aps: dict[str, Any] = {"alert": {"title": payload["title"], "body": payload["body"]},
+                           "category": category_of(payload),
+                           "thread-id": payload.get("thread_id") or "", "mutable-content": 1,
+                           "interruption-level": level}
+    if level != "passive":
+        aps["sound"] = "default"
     return {"aps": aps, "maxclaw": {**payload, "apns_collapse_id": collapse}}
 
 
@@ -110,21 +126,69 @@ def fitted_alert(payload: dict[str, Any], collapse: str | None) -> dict[str, Any
     return message
 
 
-def live_activity_message(delivery: Delivery, now_s: int) -> dict[str, Any]:
+# The ActivityAttributes type the native app declares (docs/rich-message.md, "Live Activity");
+# a push-to-start names it in ``attributes-type``, and ``attributes`` are its fixed fields.
+ACTIVITY_ATTRIBUTES_TYPE = "MaxClawQuestionsAttributes"
+ACTIVITY_ATTRIBUTES = {"app": "MaxClaw"}
+# Apple's documented keys of a Live Activity push's ``aps``, per event (tests check each
+# rendered message against these)
+ACTIVITY_KEYS = {
+    "start": {"timestamp", "event", "content-state", "attributes-type", "attributes", "alert",
+              "stale-date", "relevance-score"},
+    "update": {"timestamp", "event", "content-state", "stale-date", "alert",
+               "relevance-score"},
+    "end": {"timestamp", "event", "content-state", "dismissal-date"},
+}
+ACTIVITY_PRIORITY = {"start": 10, "update": 10, "end": 5}
+
+
+def activity_state(payload: dict[str, Any]) -> dict[str, Any]:
+    """The content state: how many questions are open and the newest few (question text only:
+    a decision row never holds an answer)."""
+    cards = list(payload.get("cards") or [])
+    return {"open_count": int(payload.get("open_count") or 0), "cards": cards}
+
+
+def activity_aps(payload: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    event = str(payload["event"])
+    timestamp = int(payload["timestamp"])
+    aps: dict[str, Any] = {"timestamp": timestamp, "event": event, "content-state": state}
+    if event == "start":
+        count = state["open_count"]
+        aps["attributes-type"] = ACTIVITY_ATTRIBUTES_TYPE
+        aps["attributes"] = dict(ACTIVITY_ATTRIBUTES)
+        aps["alert"] = {"title": "MaxClaw", "body": count_text(
+            str(payload.get("locale") or "en"), "activity.open", count)}
+    elif event == "end":
+        aps["dismissal-date"] = timestamp  # gone from the Lock Screen at once
+    return aps
+
+
+def live_activity_message(payload: dict[str, Any]) -> dict[str, Any]:
+    """The ``aps`` of an ``activity`` row, within APNs' 4 KB: the oldest shown cards are
+    dropped first (``open_count`` still says how many are open)."""
+    state = activity_state(payload)
+    message = {"aps": activity_aps(payload, state)}
+    while encoded_size(message) > MAX_PAYLOAD and state["cards"]:
+        state = {**state, "cards": state["cards"][:-1]}
+        message = {"aps": activity_aps(payload, state)}
+    return message
+
+
+def activity_request(delivery: Delivery) -> ApnsRequest:
     payload = delivery.payload
-    # Main's answer settled the question: its Live Activity ends like a withdraw's
-    if delivery.kind == "notify" and payload.get("kind") != "main-answered":
-        state = {"status": "open", "decision_id": payload["decision_id"],
-                 "component_id": payload["component_id"], "title": payload["title"],
-                 "body": fit_payload(payload, 1024)["body"]}
-        return {"aps": {"timestamp": now_s, "event": "update", "content-state": state}}
-    state = {"status": "settled", "collapse_id": payload["collapse_id"]}
-    return {"aps": {"timestamp": now_s, "event": "end", "content-state": state,
-                    "dismissal-date": now_s}}
+    event = str(payload["event"])
+    return ApnsRequest(
+        token=str(payload["token"]), topic=f"{delivery.config['topic']}.push-type.liveactivity",
+        push_type="liveactivity", priority=ACTIVITY_PRIORITY[event], collapse_id=None,
+        apns_id=apns_id(delivery.outbox_id, "activity"), ttl_s=None,
+        message=live_activity_message(payload))
 
 
 def render(delivery: Delivery, now_s: int) -> list[ApnsRequest]:
     """The APNs requests for one delivery (pure: unit tests check them against Apple's docs)."""
+    if delivery.kind == "activity":
+        return [activity_request(delivery)]
     config = delivery.config
     topic = str(config["topic"])
     collapse = apns_collapse_id(delivery.payload.get("collapse_id"))
@@ -139,29 +203,22 @@ def render(delivery: Delivery, now_s: int) -> list[ApnsRequest]:
                            priority=5, collapse_id=collapse,
                            apns_id=apns_id(delivery.outbox_id, "withdraw"), ttl_s=NOTIFY_TTL_S,
                            message=message)
-    requests = [main]
-    activity_token = config.get("live_activity_token")
-    if activity_token:
-        requests.append(ApnsRequest(
-            token=str(activity_token), topic=f"{topic}.push-type.liveactivity",
-            push_type="liveactivity", priority=10 if delivery.kind == "notify" else 5,
-            collapse_id=None, apns_id=apns_id(delivery.outbox_id, "activity"), ttl_s=None,
-            message=live_activity_message(delivery, now_s)))
-    return requests
+    return [main]
 
 
 def check_result(result: NotificationResult, *, device_token: bool = True) -> None:
     """Raise for an APNs error answer (status plus Apple's ``reason``). A 410 for the device
     token means the app is gone from the device; for a Live Activity token (``device_token``
-    False) only that activity has ended, and the device stays."""
+    False) only that activity has ended: the token is dropped, the device stays."""
     if result.is_successful:
         return
     reason = result.description or "no reason given"
     message = f"APNs answered {result.status}: {reason}"
     retryable = result.status not in PERMANENT_STATUSES and (
         result.status != "403" or reason in RETRYABLE_403_REASONS)
-    raise DeliveryError(message, retryable=retryable,
-                        device_gone=device_token and result.status == "410")
+    gone = result.status == "410"
+    raise DeliveryError(message, retryable=retryable, device_gone=device_token and gone,
+                        token_gone=not device_token and gone)
 
 
 def _redirect(client: APNs, host: str, port: int) -> None:

@@ -16,7 +16,7 @@ class Delivery:
     user_id: str
     device_id: int
     decision_id: int | None
-    kind: str  # notify | withdraw
+    kind: str  # notify | withdraw | activity
     payload: dict[str, Any]
     platform: str
     config: dict[str, Any]
@@ -32,15 +32,19 @@ class Delivery:
 class DeliveryError(Exception):
     """A failed send. ``retryable`` False ends the row at once (``dead``); ``device_gone``
     means the receiver says this device will never take a push again (Web Push 404/410,
-    APNs 410 ``Unregistered``, a webhook's 410): the dispatcher removes the device."""
+    APNs 410 ``Unregistered``, a webhook's 410): the dispatcher removes the device.
+    ``token_gone``: only the Live Activity token this ``activity`` row went to is dead (APNs
+    410): the dispatcher forgets that token and keeps the device."""
 
     def __init__(self, message: str, *, retryable: bool = True,
-                 retry_after_s: float | None = None, device_gone: bool = False) -> None:
+                 retry_after_s: float | None = None, device_gone: bool = False,
+                 token_gone: bool = False) -> None:
         super().__init__(message[:ERROR_TEXT_LIMIT])
         self.message = message[:ERROR_TEXT_LIMIT]
-        self.retryable = retryable and not device_gone
+        self.retryable = retryable and not device_gone and not token_gone
         self.retry_after_s = retry_after_s
         self.device_gone = device_gone
+        self.token_gone = token_gone
 
 
 class Adapter(Protocol):

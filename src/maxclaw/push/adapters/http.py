@@ -21,6 +21,7 @@ from maxclaw.push.addresses import (
     AddressRefused,
     Lookup,
     checked_addresses,
+    checked_socket,
     host_of,
     local_reason,
     port_reason,
@@ -100,9 +101,11 @@ class HttpSender:
     def _connector(self) -> aiohttp.TCPConnector:
         if self.allow_private:
             return aiohttp.TCPConnector(limit=50, limit_per_host=20)
-        # no DNS cache: each new connection resolves (once) and is checked
+        # no DNS cache: each new connection resolves (once) and is checked; the socket factory
+        # checks the address each connection dials, IP literals (never resolved) included
         return aiohttp.TCPConnector(limit=50, limit_per_host=20, use_dns_cache=False,
-                                    resolver=CheckedResolver(self.lookup))
+                                    resolver=CheckedResolver(self.lookup),
+                                    socket_factory=checked_socket)
 
     async def guard(self, url: str) -> None:
         """Refuse a URL that is not http(s) on port 80/443 or names a private IP literal or

@@ -1,10 +1,11 @@
 """Webhook: the payload as JSON, signed with the device's secret.
 
-``X-MaxClaw-Signature-V2: sha256=<hex HMAC-SHA256 of "<timestamp>.<delivery id>." + body>``
-with ``X-MaxClaw-Timestamp`` (Unix seconds, new on every attempt) and ``X-MaxClaw-Delivery``
-lets a receiver check the body came from this server, for this delivery, recently: it refuses a
-timestamp more than ``REPLAY_WINDOW_S`` from its clock and a delivery id it has seen inside
-that window (docs/security.md has the snippet). ``X-MaxClaw-Signature`` (the body alone) stays
+``X-MaxClaw-Signature-V2: t=<unix seconds>,d=<delivery id>,sha256=<hex HMAC-SHA256 of
+"<t>.<d>.<raw body>">`` (docs/api.md), one header, lets a receiver check the body came from
+this server, for this delivery, recently: it refuses a ``t`` more than ``REPLAY_WINDOW_S`` from
+its clock and a ``d`` it has seen inside that window (docs/api.md has the snippet). ``t`` is new
+on every attempt; ``X-MaxClaw-Timestamp`` and ``X-MaxClaw-Delivery`` repeat ``t`` and ``d`` for
+receivers that read them there. ``X-MaxClaw-Signature`` (the body alone) stays
 for receivers written before; it does not stop a replay. ``Idempotency-Key`` (and
 ``delivery_id`` in the body) stays the same across retries of one outbox row, so a receiver
 that saw it already can answer 2xx and drop it.
@@ -34,9 +35,11 @@ def sign(secret: str, body: bytes) -> str:
 
 
 def sign_v2(secret: str, timestamp: int, delivery_id: str, body: bytes) -> str:
-    """The V2 header's value: the HMAC covers the timestamp, the delivery id and the body."""
+    """The V2 header's value, ``t=…,d=…,sha256=…``: the HMAC covers the timestamp, the
+    delivery id and the body, and the header carries all three inputs a receiver needs."""
     signed = f"{timestamp}.{delivery_id}.".encode() + body
-    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    digest = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    return f"t={timestamp},d={delivery_id},sha256={digest}"
 
 
 def render(delivery: Delivery) -> bytes:

@@ -90,7 +90,9 @@ class WebPushAdapter:
         headers: dict[str, str] = dict(self._vapid.sign(claims))
         headers.update({
             "TTL": str(TTL_S),
-            "Urgency": "high" if delivery.kind == "notify" else "normal",
+            # a passive (quiet hours) notification need not wake a sleeping phone's radio
+            "Urgency": "high" if delivery.kind == "notify"
+            and delivery.payload.get("interruption_level") != "passive" else "normal",
             "Content-Type": "application/octet-stream",
             "Idempotency-Key": delivery.idempotency_key,
         })

@@ -1,11 +1,15 @@
 // The session's actions: answering cards and decisions, Main's hand-off controls, the panel,
 // the composer. Mixed into Session (session.js); `this` is the session.
 
-import { describeError } from './api.js';
+import { ApiError, describeError } from './api.js';
 import { draftAnswer, toolCallIdOf } from './cards.js';
+import { t } from './dom.js';
 import { SNOOZE_MINUTES } from './decisions.js';
 
 const WIDE = '(min-width: 1100px)';
+// how long an answer given from the panel keeps its "Take back" there (the server's default
+// window, MAXCLAW_RETRACT_WINDOW_MINUTES; it refuses with 409 too_late past its own)
+const TAKE_BACK_MS = 10 * 60 * 1000;
 
 export const actions = {
   /** Keep a Component answer until the tool row's upsert (which carries the same) arrives. */
@@ -26,7 +30,7 @@ export const actions = {
     await this.act(id, async () => {
       const component = await this.api.answer(id, selected, text);
       Object.assign(this.ui(id), { draft: '', checked: [], otherOpen: false });
-      if (opts.secret) this.toast('Submitted (not echoed).');
+      if (opts.secret) this.toast(t('action.not_echoed'));
       return component;
     });
   },
@@ -46,7 +50,7 @@ export const actions = {
     }
     for (const def of open) if (def.kind === 'secret') this.ui(def.id).secret = '';
     if (!Object.keys(answers).length) {
-      this.setUi(key, { error: 'Answer at least one question first.' });
+      this.setUi(key, { error: t('action.at_least_one') });
       return;
     }
     this.setUi(key, { busy: true, error: null });
@@ -54,14 +58,14 @@ export const actions = {
       const result = await this.api.answerCard(card.callId, answers);
       for (const [id, got] of Object.entries(result.components || {})) {
         if (got.error) {
-          this.setUi(id, { error: got.error.message });
+          this.setUi(id, { error: describeError(new ApiError(409, got.error.code, got.error.message, got.error.data)) });
         } else {
           Object.assign(this.ui(id), { draft: '', checked: [], picked: [], error: null });
           this.applyComponent(got);
         }
       }
       if (open.some((def) => def.kind === 'secret' && answers[def.id.slice(card.callId.length + 1)])) {
-        this.toast('Submitted (not echoed).');
+        this.toast(t('action.not_echoed'));
       }
     } catch (err) {
       this.ui(key).error = describeError(err);
@@ -104,9 +108,10 @@ export const actions = {
     this.setUi(key, { busy: true, error: null });
     try {
       const settled = await this.api.settle(decision.id, selected, text);
+      this.keepForTakeBack(decision.id);
       this.store.upsert('decisions', settled);
       this.ui(key).draft = '';
-      this.toast(opts.secret ? 'Submitted (not echoed).' : `Answered: ${decision.title || 'question'}.`);
+      this.toast(opts.secret ? t('action.not_echoed') : t('action.answered', { title: decision.title || t('action.question') }));
     } catch (err) {
       this.ui(key).error = describeError(err);
     } finally {
@@ -119,8 +124,34 @@ export const actions = {
     await this.decisionAction(decision, async () => {
       this.applyComponent(await this.api.revoke(decision.component_id));
       this.store.upsert('decisions', await this.api.decision(decision.id));
-      this.toast('Main\'s answer is revoked: answer it yourself.');
+      this.toast(t('action.revoked'));
     });
+  },
+
+  /** A decision answered from the panel stays there with "Take back" for the retract window. */
+  keepForTakeBack(id) {
+    this.takeBackable.add(id);
+    setTimeout(() => { this.takeBackable.delete(id); this.scheduleRender(); }, TAKE_BACK_MS);
+  },
+
+  /** Take back the answer given from the panel: the question is open again (POST …/retract). */
+  async retractDecision(decision) {
+    await this.decisionAction(decision, async () => {
+      this.applyComponent(await this.api.retract(decision.component_id));
+      this.takeBackable.delete(decision.id);
+      this.store.upsert('decisions', await this.api.decision(decision.id));
+      this.toast(t('action.taken_back'));
+    });
+  },
+
+  /** Stop the thread's running turn (POST …/turn/stop); the agent ends at its next write. */
+  async stopTurn(threadId) {
+    try {
+      await this.api.stopTurn(threadId);
+      this.toast(t('action.stopped'));
+    } catch (err) {
+      this.toast(describeError(err));
+    }
   },
 
   /** Accept Main's answer: the item leaves the panel. */
@@ -146,7 +177,7 @@ export const actions = {
   async snooze(decision) {
     try {
       this.store.upsert('decisions', await this.api.snooze(decision.id, SNOOZE_MINUTES));
-      this.toast(`Main's question is snoozed for ${SNOOZE_MINUTES} minutes.`);
+      this.toast(t('action.snoozed', { minutes: SNOOZE_MINUTES }));
     } catch (err) {
       this.toast(describeError(err));
     }

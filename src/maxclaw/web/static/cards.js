@@ -2,26 +2,17 @@
 // `components`) and its live state (the tool row's `display.states`). The tool row is the one
 // whose tool_call_id is the component id without its last ":<question id>".
 
-import { formatTime, h } from './dom.js';
+import { formatTime, h, t } from './dom.js';
+import { inline } from './markdown.js';
 
-export const STATUS_LABELS = {
-  pending: 'Being posted',
-  open: 'Open',
-  answered: 'Answered',
-  'with-main': 'With Main',
-  'main-answered': 'Answered by Main',
-  revoked: 'Revoked',
-  'handed-back': 'Handed back',
-  withdrawn: 'Withdrawn',
-  expired: 'Expired',
-};
+const STATUSES = ['pending', 'open', 'answered', 'with-main', 'main-answered', 'revoked',
+  'handed-back', 'withdrawn', 'expired'];
+const VIAS = ['card', 'decision', 'push', 'main'];
 
-const VIA_LABELS = {
-  card: 'on the card',
-  decision: 'in the decisions panel',
-  push: 'from a notification',
-  main: 'by Main',
-};
+/** A card status's badge text in his locale (the status itself when unknown). */
+export function statusLabel(status) {
+  return STATUSES.includes(status) ? t(`status.${status}`) : status;
+}
 
 export function toolCallIdOf(componentId) {
   return componentId.slice(0, componentId.lastIndexOf(':'));
@@ -56,42 +47,42 @@ function optionLabel(def, id) {
 /** "Keep one version — note", or the not-echoed line for a secret. */
 export function answerSummary(def, answer) {
   if (!answer) return '';
-  if (answer.hidden || def.kind === 'secret') return 'Submitted (not echoed)';
+  if (answer.hidden || def.kind === 'secret') return t('card.not_echoed');
   const parts = (answer.selected || []).map((id) => optionLabel(def, id));
-  if (answer.text) parts.push(`“${answer.text}”`);
-  return parts.join(', ');
+  if (answer.text) parts.push(t('card.quoted', { text: answer.text }));
+  return parts.join(t('card.list_sep'));
 }
 
 function whoAnswered(state) {
-  if (state.answered_by === 'main' || state.answered_via === 'main') return 'Main, for you';
-  const via = VIA_LABELS[state.answered_via] || '';
-  return via ? `you, ${via}` : 'you';
+  if (state.answered_by === 'main' || state.answered_via === 'main') return t('card.who_main');
+  const via = VIAS.includes(state.answered_via) ? t(`via.${state.answered_via}`) : '';
+  return via ? t('card.who_you_via', { via }) : t('card.who_you');
 }
 
 function statusLine(def, state, card, thread) {
   const when = state.due_at ? formatTime(state.due_at) : '';
   switch (state.status) {
     case 'open':
-      if (!state.main_may_take) return 'Waiting for your answer; only you can answer this one.';
-      return when ? `Main decides at ${when} unless you answer first.` : 'Waiting for your answer.';
+      if (!state.main_may_take) return t('card.line.only_you');
+      return when ? t('card.line.main_at', { time: when }) : t('card.line.waiting');
     case 'answered':
-      return `Answered by ${whoAnswered(state)}.`;
+      return t('card.line.answered_by', { who: whoAnswered(state) });
     case 'with-main':
-      return 'Main is deciding this one, so the card is locked. Answer from the decisions panel to decide yourself.';
+      return t('card.line.with_main');
     case 'main-answered':
-      return 'Main answered this for you. You can see why, or revoke it and answer yourself.';
+      return t('card.line.main_answered');
     case 'revoked':
-      return 'You revoked Main\'s answer. Answer it yourself.';
+      return t('card.line.revoked');
     case 'handed-back':
-      return 'Main handed this back to you. Answer it yourself.';
+      return t('card.line.handed_back');
     case 'withdrawn':
-      return state.superseded_by
-        ? 'Withdrawn by the agent — superseded by a newer question below.'
-        : `Withdrawn by the agent — ${state.withdrawn_reason || 'no reason given'}`;
+      // the agent's reason is shown as the agent wrote it
+      return state.superseded_by ? t('card.line.superseded')
+        : t('card.line.withdrawn', { reason: state.withdrawn_reason || t('card.line.no_reason') });
     case 'expired':
-      return 'Expired unanswered. The agent was told; nothing was answered for you.';
+      return t('card.line.expired');
     default:
-      return 'The card is being posted…';
+      return t('card.line.posting');
   }
 }
 
@@ -111,19 +102,19 @@ export function renderComponent(def, card, message, thread, state, ctx) {
   });
   el.append(
     h('div', { class: 'component-head' },
-      h('p', { class: 'question', id: questionId, text: def.question }),
-      h('span', { class: `badge badge-${state.status}`, text: STATUS_LABELS[state.status] || state.status })),
+      h('p', { class: 'question', id: questionId }, ...inline(def.question)),
+      h('span', { class: `badge badge-${state.status}`, text: statusLabel(state.status) })),
     h('p', { class: 'status-line', text: statusLine(def, state, card, thread) }),
   );
   const summary = answerSummary(def, state.answer);
   if (summary && (state.status === 'answered' || state.status === 'main-answered')) {
     el.append(h('p', { class: 'answer-summary' },
-      h('span', { class: 'answer-label', text: state.status === 'main-answered' ? 'Main chose: ' : 'Answer: ' }),
+      h('span', { class: 'answer-label', text: state.status === 'main-answered' ? t('card.main_chose') : t('card.answer') }),
       h('span', { class: 'answer-value', text: summary })));
   }
   if (state.seen_at) {
     // the third time point (seed 004): the model was handed the answer
-    el.append(h('p', { class: 'seen-line', text: `Seen by the agent at ${formatTime(state.seen_at)}.` }));
+    el.append(h('p', { class: 'seen-line', text: t('card.seen', { time: formatTime(state.seen_at) }) }));
   }
   el.append(renderControls(def, state, answerable, ui, ctx));
   el.append(renderFooter(def, card, thread, state, ui, ctx));
@@ -144,7 +135,7 @@ function renderControls(def, state, enabled, ui, ctx) {
     case 'object':
       return objectCard(def, state, enabled, ctx);
     default:
-      return h('p', { class: 'muted', text: `This client cannot show a ${def.kind} question.` });
+      return h('p', { class: 'muted', text: t('card.unknown_kind', { kind: def.kind }) });
   }
 }
 
@@ -163,27 +154,27 @@ function draftControls(def, state, enabled, ui, ctx) {
   }
   if (def.kind === 'choice' || def.kind === 'object') {
     const picked = new Set(ui.picked || []);
-    const group = h('div', { class: 'controls', role: 'group', 'aria-label': `Options: ${def.question}` });
+    const group = h('div', { class: 'controls', role: 'group', 'aria-label': t('card.options_label', { question: def.question }) });
     for (const option of def.kind === 'choice' ? def.options : def.actions) {
       group.append(optionButton(def, option, picked.has(option.id), enabled,
         () => ctx.setUi(def.id, { picked: picked.has(option.id) ? [] : [option.id] })));
     }
     wrap.append(group);
     if (def.kind === 'choice' && def.allow_other) {
-      wrap.append(draftInput(def, ui, ctx, 'input', 'Your own answer (Other…)', 'Other…'));
+      wrap.append(draftInput(def, ui, ctx, 'input', t('card.other_own'), t('card.other')));
     }
     return wrap;
   }
   if (def.kind === 'text') {
-    wrap.append(draftInput(def, ui, ctx, 'textarea', `Your answer to: ${def.question}`, def.placeholder || 'Reply…'));
+    wrap.append(draftInput(def, ui, ctx, 'textarea', t('card.answer_to', { question: def.question }), def.placeholder || t('card.reply')));
     return wrap;
   }
   if (def.kind === 'secret') {
     // kept only in this page's memory until Send, then emptied whatever the server says
     const input = h('input', {
       type: 'password', class: 'reply secret', autocomplete: 'new-password', spellcheck: 'false',
-      'aria-label': `Secret answer to: ${def.question} (not echoed)`,
-      placeholder: def.placeholder || 'Input (not echoed)…',
+      'aria-label': t('card.secret_to', { question: def.question }),
+      placeholder: def.placeholder || t('card.secret_placeholder'),
       oninput: (e) => { ctx.ui(def.id).secret = e.target.value; },
       onkeydown: sendOnCtrlEnter(def, ctx),
     });
@@ -191,7 +182,7 @@ function draftControls(def, state, enabled, ui, ctx) {
     wrap.append(input);
     return wrap;
   }
-  return h('p', { class: 'muted', text: `This client cannot show a ${def.kind} question.` });
+  return h('p', { class: 'muted', text: t('card.unknown_kind', { kind: def.kind }) });
 }
 
 /** Ctrl+Enter (or ⌘+Enter) in a drafted field sends the whole card, as its Send does. */
@@ -230,10 +221,10 @@ export function renderCardFoot(card, states, ui, ctx) {
   if (!open.length) return foot;
   foot.append(h('button', {
     type: 'button', class: 'primary card-send', disabled: !!ui.busy,
-    'aria-label': `Send the answers to: ${card.title}`,
+    'aria-label': t('card.send_card', { title: card.title }),
     onclick: () => ctx.answerCard(card, open),
-  }, ui.busy ? 'Sending…' : 'Send'));
-  foot.append(h('span', { class: 'muted', text: ' Answers every question you filled in, as one message.' }));
+  }, ui.busy ? t('card.sending') : t('card.send')));
+  foot.append(h('span', { class: 'muted', text: t('card.send_hint') }));
   if (ui.error) foot.append(h('p', { class: 'error', role: 'alert', text: ui.error }));
   return foot;
 }
@@ -246,14 +237,14 @@ function optionButton(def, option, picked, enabled, onClick) {
   return h('button', {
     type: 'button', class: `option${option.recommended ? ' recommended' : ''}`,
     disabled: !enabled, 'aria-pressed': picked ? 'true' : 'false',
-    'aria-label': option.recommended ? `${option.label} (recommended)` : option.label,
+    'aria-label': option.recommended ? t('card.recommended_label', { label: option.label }) : option.label,
     onclick: onClick,
-  }, option.label, option.recommended ? h('span', { class: 'rec', 'aria-hidden': 'true', text: '★ recommended' }) : null);
+  }, option.label, option.recommended ? h('span', { class: 'rec', 'aria-hidden': 'true', text: t('card.recommended') }) : null);
 }
 
 function singleChoice(def, state, enabled, ui, ctx) {
   const picked = chosen(state);
-  const group = h('div', { class: 'controls', role: 'group', 'aria-label': `Options: ${def.question}` });
+  const group = h('div', { class: 'controls', role: 'group', 'aria-label': t('card.options_label', { question: def.question }) });
   for (const option of def.options) {
     group.append(optionButton(def, option, picked.has(option.id), enabled,
       () => ctx.answer(def.id, [option.id], null)));
@@ -263,11 +254,11 @@ function singleChoice(def, state, enabled, ui, ctx) {
       type: 'button', class: 'option other', disabled: !enabled,
       'aria-expanded': ui.otherOpen ? 'true' : 'false',
       onclick: () => ctx.setUi(def.id, { otherOpen: !ui.otherOpen, focusOther: true }),
-    }, 'Other…'));
+    }, t('card.other')));
   }
   const wrap = h('div', {}, group);
   if (def.allow_other && ui.otherOpen && enabled) {
-    wrap.append(textForm(def, ui, ctx, { label: 'Your own answer', placeholder: 'Other…',
+    wrap.append(textForm(def, ui, ctx, { label: t('card.own_answer'), placeholder: t('card.other'),
       submit: (text) => ctx.answer(def.id, [], text), field: 'input' }));
   }
   return wrap;
@@ -289,18 +280,18 @@ function multipleChoice(def, state, enabled, ui, ctx) {
     box.checked = picked.has(option.id);
     fieldset.append(h('label', { class: `check${option.recommended ? ' recommended' : ''}`, for: box.id },
       box, ' ', option.label,
-      option.recommended ? h('span', { class: 'rec', text: '★ recommended' }) : null));
+      option.recommended ? h('span', { class: 'rec', text: t('card.recommended') }) : null));
   }
   let note = null;
   if (def.allow_other) {
-    note = h('input', { type: 'text', class: 'other-text', 'aria-label': 'Other… (your own words)',
-      placeholder: 'Other…', oninput: (e) => { ctx.ui(def.id).draft = e.target.value; } });
+    note = h('input', { type: 'text', class: 'other-text', 'aria-label': t('card.other_words'),
+      placeholder: t('card.other'), oninput: (e) => { ctx.ui(def.id).draft = e.target.value; } });
     note.value = ui.draft || '';
     fieldset.append(note);
   }
   fieldset.append(h('button', {
-    type: 'submit', class: 'primary', 'aria-label': `Submit the choices for: ${def.question}`,
-  }, 'Submit'));
+    type: 'submit', class: 'primary', 'aria-label': t('card.submit_choices', { question: def.question }),
+  }, t('card.submit')));
   const form = h('form', {
     class: 'multiple-form',
     onsubmit: (event) => {
@@ -335,13 +326,13 @@ function textForm(def, ui, ctx, { label, placeholder, submit, field }) {
       event.preventDefault();
       submit(input.value);
     },
-  }, input, h('button', { type: 'submit', class: 'primary', 'aria-label': `Send: ${label}` }, 'Send'));
+  }, input, h('button', { type: 'submit', class: 'primary', 'aria-label': t('card.send_label', { label }) }, t('card.send')));
 }
 
 function textReply(def, enabled, ui, ctx) {
   if (!enabled) return h('div', { class: 'controls' });
   return textForm(def, ui, ctx, {
-    label: `Your answer to: ${def.question}`, placeholder: def.placeholder || 'Reply…',
+    label: t('card.answer_to', { question: def.question }), placeholder: def.placeholder || t('card.reply'),
     submit: (text) => ctx.answer(def.id, [], text), field: 'textarea',
   });
 }
@@ -352,8 +343,8 @@ function secretInput(def, enabled, ctx) {
   // the answer leaves, whatever the server says, so the secret is not left in the page.
   const input = h('input', {
     type: 'password', class: 'reply secret', autocomplete: 'new-password', spellcheck: 'false',
-    'aria-label': `Secret answer to: ${def.question} (not echoed)`,
-    placeholder: def.placeholder || 'Input (not echoed)…',
+    'aria-label': t('card.secret_to', { question: def.question }),
+    placeholder: def.placeholder || t('card.secret_placeholder'),
   });
   return h('form', {
     class: 'reply-form',
@@ -364,14 +355,14 @@ function secretInput(def, enabled, ctx) {
       ctx.answer(def.id, [], secret, { secret: true });
     },
   }, input, h('button', {
-    type: 'submit', class: 'primary', 'aria-label': `Submit the secret for: ${def.question}`,
-  }, 'Submit'));
+    type: 'submit', class: 'primary', 'aria-label': t('card.submit_secret', { question: def.question }),
+  }, t('card.submit')));
 }
 
 /** A diff's lines coloured by kind; anything else pretty-printed. */
 export function renderObject(object) {
   if (object && typeof object === 'object' && object.type === 'diff' && typeof object.content === 'string') {
-    const pre = h('pre', { class: 'diff', tabindex: '0', 'aria-label': 'Diff' });
+    const pre = h('pre', { class: 'diff', tabindex: '0', 'aria-label': t('card.diff') });
     for (const line of object.content.replace(/\n$/, '').split('\n')) {
       let kind = 'ctx';
       if (line.startsWith('+++') || line.startsWith('---') || line.startsWith('diff ')
@@ -384,12 +375,12 @@ export function renderObject(object) {
     return pre;
   }
   const text = typeof object === 'string' ? object : JSON.stringify(object, null, 2);
-  return h('pre', { class: 'object', tabindex: '0', 'aria-label': 'Object', text });
+  return h('pre', { class: 'object', tabindex: '0', 'aria-label': t('card.object'), text });
 }
 
 function objectCard(def, state, enabled, ctx) {
   const picked = chosen(state);
-  const actions = h('div', { class: 'controls', role: 'group', 'aria-label': `Actions: ${def.question}` });
+  const actions = h('div', { class: 'controls', role: 'group', 'aria-label': t('card.actions_label', { question: def.question }) });
   for (const action of def.actions) {
     actions.append(h('button', {
       type: 'button', class: 'option action', disabled: !enabled,
@@ -405,44 +396,57 @@ function renderFooter(def, card, thread, state, ui, ctx) {
   if (state.main_may_take === true) {
     footer.append(h('button', {
       type: 'button', class: 'link-button', disabled: !!ui.busy,
-      'aria-label': `Let Main decide: ${def.question}`, onclick: () => ctx.toMain(def.id),
-    }, 'Let Main decide'));
+      'aria-label': t('card.let_main_label', { question: def.question }), onclick: () => ctx.toMain(def.id),
+    }, t('card.let_main')));
   }
   if (state.status === 'with-main') {
     footer.append(h('button', {
       type: 'button', class: 'link-button', onclick: () => ctx.openPanel(def.id),
-      'aria-label': `Answer from the decisions panel: ${def.question}`,
-    }, 'Answer from the panel'));
+      'aria-label': t('card.from_panel_label', { question: def.question }),
+    }, t('card.from_panel')));
   }
   if (state.status === 'main-answered') {
     footer.append(
       h('button', {
         type: 'button', class: 'link-button', 'aria-expanded': ui.reasonOpen ? 'true' : 'false',
         onclick: () => ctx.why(def.id),
-      }, 'Why?'),
+      }, t('card.why')),
       h('button', {
         type: 'button', class: 'danger', disabled: !!ui.busy,
-        'aria-label': `Revoke Main's answer: ${def.question}`, onclick: () => ctx.revoke(def.id),
-      }, 'Revoke'),
+        'aria-label': t('card.revoke_label', { question: def.question }), onclick: () => ctx.revoke(def.id),
+      }, t('card.revoke')),
     );
   }
+  if (mayTakeBack(state)) footer.append(takeBackButton(def, ui, ctx));
   if (state.status === 'handed-back') {
     footer.append(h('button', {
       type: 'button', class: 'link-button', 'aria-expanded': ui.reasonOpen ? 'true' : 'false',
       onclick: () => ctx.why(def.id),
-    }, 'Why?'));
+    }, t('card.why')));
   }
   if (ui.reasonOpen && (state.status === 'main-answered' || state.status === 'revoked')) {
     footer.append(h('p', { class: 'reason' },
-      h('span', { class: 'answer-label', text: 'Main\'s reason: ' }),
-      h('span', { text: ui.reason === undefined ? 'Loading…' : (ui.reason || 'Main gave no reason.') })));
+      h('span', { class: 'answer-label', text: t('card.main_reason') }),
+      h('span', { text: ui.reason === undefined ? t('card.loading') : (ui.reason || t('card.no_reason')) })));
   }
   if (ui.reasonOpen && state.status === 'handed-back') {
     footer.append(h('p', { class: 'reason' },
-      h('span', { class: 'answer-label', text: 'Main\'s note: ' }),
-      h('span', { text: ui.reason === undefined ? 'Loading…' : (ui.reason || 'Main left no note.') })));
+      h('span', { class: 'answer-label', text: t('card.main_note') }),
+      h('span', { text: ui.reason === undefined ? t('card.loading') : (ui.reason || t('card.no_note')) })));
   }
   return footer;
+}
+
+/** Max's own answer that no model has seen yet may be taken back (the server checks the window). */
+function mayTakeBack(state) {
+  return state.status === 'answered' && state.answered_by === 'max' && !state.seen_at;
+}
+
+function takeBackButton(def, ui, ctx) {
+  return h('button', {
+    type: 'button', class: 'link-button take-back', disabled: !!ui.busy,
+    'aria-label': t('card.take_back_label', { question: def.question }), onclick: () => ctx.retract(def.id),
+  }, t('card.take_back'));
 }
 
 function cssId(value) {
@@ -457,5 +461,5 @@ export function renderCardFrame(card) {
   h('header', { class: 'card-head' },
     h('h3', { id: titleId, text: card.title }),
     card.stakes === 'irreversible'
-      ? h('span', { class: 'badge badge-irreversible', text: 'Irreversible' }) : null));
+      ? h('span', { class: 'badge badge-irreversible', text: t('card.irreversible') }) : null));
 }

@@ -31,19 +31,22 @@ export function replaceChildren(el, ...children) {
   append(el, children);
 }
 
-const timeFormat = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
-const dateTimeFormat = new Intl.DateTimeFormat(undefined, {
-  month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit',
-});
+// Words and times in his locale (i18n.js, a classic script loaded before the modules).
+const i18n = () => self.MaxClawI18n;
 
-/** "14:05" today, "Mar 3, 14:05" otherwise. */
+/** The catalogue's message `key` in the chosen locale, `{name}`s filled from `params`. */
+export function t(key, params) {
+  return i18n().t(key, params);
+}
+
+/** "14:05" today, "Mar 3, 14:05" (or "3月3日 14:05") otherwise. */
 export function formatTime(iso) {
-  if (!iso) return '';
-  const when = new Date(iso);
-  if (Number.isNaN(when.getTime())) return '';
-  const today = new Date();
-  return when.toDateString() === today.toDateString()
-    ? timeFormat.format(when) : dateTimeFormat.format(when);
+  return i18n().formatTime(iso);
+}
+
+/** "5 minutes ago", "now", "in 2 hours", in the chosen locale. */
+export function relativeTime(iso) {
+  return i18n().relativeTime(iso);
 }
 
 /** A stable, short signature of a value (to tell whether a view must be rebuilt). */

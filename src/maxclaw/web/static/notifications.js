@@ -4,7 +4,7 @@
 // stays on the page; the worker answers with the per-notification action token instead.
 
 import { describeError } from './api.js';
-import { formatTime, h, replaceChildren } from './dom.js';
+import { formatTime, h, relativeTime, replaceChildren, t } from './dom.js';
 
 const DEVICE_KEY = 'maxclaw.push.device'; // {id, endpoint} of this browser's registration
 const STATE = 'maxclaw-state'; // shared with sw.js
@@ -77,11 +77,39 @@ async function forgetDevice(api, id) {
   if (mine && String(mine.id) === String(id)) localStorage.removeItem(DEVICE_KEY);
 }
 
+// ---- the app badge -------------------------------------------------------------------------
+
+let badgeSignature = null;
+
+/** The app badge (Badging API, where the platform has one) shows how many decisions are open;
+ * the worker, which keeps it current between visits, is told which ones (their collapse ids). */
+export function syncBadge(openDecisions) {
+  const ids = openDecisions.map((d) => `ask:${d.component_id}`).sort();
+  const sig = ids.join('|');
+  if (sig === badgeSignature) return;
+  badgeSignature = sig;
+  if ('setAppBadge' in navigator) {
+    (ids.length ? navigator.setAppBadge(ids.length) : navigator.clearAppBadge()).catch(() => {
+      // not installed as an app, or badges are off: nothing to show
+    });
+  }
+  writeState('open-decisions', ids).catch(() => {});
+}
+
+/** The worker shows its own notices in his locale: tell it which one. */
+export function tellWorkerLocale(locale) {
+  writeState('locale', locale).catch(() => {});
+}
+
 // ---- when a session starts --------------------------------------------------------------------
 
 /** Hook the page to its worker: open a card the worker asks for, adopt renewed subscriptions. */
+let onWorkerMessage = null;
+
 export function startPush(session) {
   if (!('serviceWorker' in navigator)) return;
+  // a session started again (a new locale) replaces the previous one's listener
+  if (onWorkerMessage) navigator.serviceWorker.removeEventListener('message', onWorkerMessage);
   const onMessage = (event) => {
     const message = event.data || {};
     if (message.type === 'maxclaw:open' && typeof message.url === 'string') {
@@ -91,6 +119,7 @@ export function startPush(session) {
       adoptRenewedSubscription(session);
     }
   };
+  onWorkerMessage = onMessage;
   navigator.serviceWorker.addEventListener('message', onMessage);
   adoptRenewedSubscription(session);
 }
@@ -112,15 +141,15 @@ export async function adoptRenewedSubscription(session) {
       await forgetDevice(session.api, previous.id);
     }
     await deleteState('pending-subscription');
-    session.toast('Notifications: this browser\'s renewed subscription is registered.');
+    session.toast(t('notif.renewed'));
   } catch (err) {
-    session.toast(`Notifications: could not register the renewed subscription. ${describeError(err)}`);
+    session.toast(t('notif.renew_failed', { error: describeError(err) }));
   }
 }
 
 // ---- the view ---------------------------------------------------------------------------------
 
-const PLATFORMS = { webpush: 'Browser', apns: 'iPhone / iPad app', webhook: 'Webhook', log: 'Server log' };
+const PLATFORMS = ['webpush', 'apns', 'webhook', 'log'];
 
 export async function openNotifications(session) {
   let dialog = document.getElementById('notifications');
@@ -173,26 +202,26 @@ class NotificationsView {
     const subscription = await this.subscribed().catch(() => null);
     const on = Boolean(registered && subscription);
     const close = h('button', {
-      type: 'button', class: 'icon-button', 'aria-label': 'Close notifications',
+      type: 'button', class: 'icon-button', 'aria-label': t('notif.close'),
       onclick: () => this.dialog.close(),
     }, '×');
     replaceChildren(this.dialog,
-      h('div', { class: 'drawer-head' }, h('h2', { id: 'notifications-title', text: 'Notifications' }), close),
-      h('p', { class: 'help', text: 'Questions reach your devices as notifications. Their buttons answer the card; tapping the text opens it here.' }),
+      h('div', { class: 'drawer-head' }, h('h2', { id: 'notifications-title', text: t('notif.title') }), close),
+      h('p', { class: 'help', text: t('notif.help') }),
       h('section', { class: 'push-section', 'aria-labelledby': 'push-this' },
-        h('h3', { id: 'push-this', text: 'This browser' }),
+        h('h3', { id: 'push-this', text: t('notif.this_browser') }),
         h('p', { class: 'push-state', id: 'push-state', role: 'status', text: this.stateLine(on) }),
         this.browserButtons(on)),
       h('section', { class: 'push-section', 'aria-labelledby': 'push-devices-title' },
-        h('h3', { id: 'push-devices-title', text: 'Your devices' }),
+        h('h3', { id: 'push-devices-title', text: t('notif.devices') }),
         this.deviceList(mine),
         h('button', {
           type: 'button', id: 'push-test', disabled: this.busy || !this.devices.length,
           onclick: () => this.sendTest(),
-        }, 'Send a test notification')),
+        }, t('notif.send_test'))),
       h('section', { class: 'push-section', 'aria-labelledby': 'push-preview-title' },
-        h('h3', { id: 'push-preview-title', text: 'Preview' }),
-        h('p', { class: 'help', text: 'How a question arrives (the look varies by system).' }),
+        h('h3', { id: 'push-preview-title', text: t('notif.preview') }),
+        h('p', { class: 'help', text: t('notif.preview_help') }),
         notificationPreview(this.previewDecision())),
       h('p', { class: 'push-message', role: 'status', hidden: !this.message, text: this.message }),
       h('p', { class: 'error', role: 'alert', id: 'push-error', hidden: !this.error, text: this.error }));
@@ -201,37 +230,36 @@ class NotificationsView {
   stateLine(on) {
     if (!pushSupported()) {
       return isIos()
-        ? 'On iPhone and iPad, notifications need MaxClaw on the Home Screen: Share → Add to Home Screen, then open it from there.'
-        : 'This browser cannot receive push notifications.';
+        ? t('notif.ios') : t('notif.unsupported');
     }
     if (Notification.permission === 'denied') {
-      return 'Notifications are blocked for this site. Allow them in the browser\'s site settings.';
+      return t('notif.blocked');
     }
-    return on ? 'On: questions arrive here as notifications.' : 'Off: this browser gets no notifications.';
+    return on ? t('notif.on') : t('notif.off');
   }
 
   browserButtons(on) {
     if (!pushSupported()) return null;
     return on
       ? h('button', { type: 'button', id: 'push-disable', disabled: this.busy, onclick: () => this.disable() },
-        'Turn off on this browser')
+        t('notif.turn_off'))
       : h('button', { type: 'button', class: 'primary', id: 'push-enable', disabled: this.busy,
-        onclick: () => this.enable() }, 'Enable on this browser');
+        onclick: () => this.enable() }, t('notif.enable'));
   }
 
   deviceList(mine) {
-    if (!this.devices.length) return h('p', { class: 'help', id: 'push-no-devices', text: 'No devices yet.' });
+    if (!this.devices.length) return h('p', { class: 'help', id: 'push-no-devices', text: t('notif.no_devices') });
     return h('ul', { class: 'push-devices', id: 'push-devices' }, this.devices.map((device) => {
       const here = mine && String(mine.id) === String(device.id);
-      const name = PLATFORMS[device.platform] || device.platform;
+      const name = PLATFORMS.includes(device.platform) ? t(`notif.platform.${device.platform}`) : device.platform;
       return h('li', { class: 'push-device', dataset: { deviceId: String(device.id) } },
-        h('span', { class: 'push-device-name', text: here ? `${name} (this browser)` : name }),
-        h('span', { class: 'push-device-meta', text: [device.address, `since ${formatTime(device.created_at)}`].filter(Boolean).join(' · ') }),
+        h('span', { class: 'push-device-name', text: here ? t('notif.this_device', { name }) : name }),
+        h('span', { class: 'push-device-meta', text: [device.address, t('notif.since', { when: formatTime(device.created_at) })].filter(Boolean).join(' · ') }),
         h('button', {
           type: 'button', class: 'danger', disabled: this.busy,
-          'aria-label': `Remove ${name}${device.address ? ` ${device.address}` : ''}`,
+          'aria-label': t('notif.remove_label', { name: device.address ? `${name} ${device.address}` : name }),
           onclick: () => this.remove(device, here),
-        }, 'Remove'));
+        }, t('notif.remove')));
     }));
   }
 
@@ -260,12 +288,12 @@ class NotificationsView {
     return this.run(async () => {
       const { vapid_public_key: key } = await this.api.pushConfig();
       if (!key) {
-        this.error = 'This server has no VAPID key (MAXCLAW_VAPID_PRIVATE_KEY), so browsers cannot subscribe.';
+        this.error = t('notif.no_vapid');
         return;
       }
       const permission = await Notification.requestPermission();
       if (permission !== 'granted') {
-        this.error = 'Notifications were not allowed. Allow them for this site in the browser\'s settings, then try again.';
+        this.error = t('notif.not_allowed');
         return;
       }
       const registration = await navigator.serviceWorker.ready;
@@ -276,11 +304,11 @@ class NotificationsView {
           userVisibleOnly: true, applicationServerKey: keyBytes(key),
         });
       } catch (err) {
-        this.error = `The browser's push service refused to subscribe (${err && err.name ? err.name : 'error'}: ${err && err.message ? err.message : err}). Notifications stay off.`;
+        this.error = t('notif.refused', { error: `${err && err.name ? err.name : 'Error'}: ${err && err.message ? err.message : err}` });
         return;
       }
       await registerSubscription(this.api, subscription.toJSON());
-      this.message = 'Notifications are on for this browser.';
+      this.message = t('notif.now_on');
     });
   }
 
@@ -290,7 +318,7 @@ class NotificationsView {
       if (subscription) await subscription.unsubscribe();
       const mine = thisDevice();
       if (mine) await forgetDevice(this.api, mine.id);
-      this.message = 'Notifications are off for this browser.';
+      this.message = t('notif.now_off');
     });
   }
 
@@ -301,39 +329,44 @@ class NotificationsView {
         if (subscription) await subscription.unsubscribe();
       }
       await forgetDevice(this.api, device.id);
-      this.message = 'Device removed.';
+      this.message = t('notif.removed');
     });
   }
 
   sendTest() {
     return this.run(async () => {
       const { queued } = await this.api.pushTest();
-      this.message = queued
-        ? `Test notification sent to ${queued} device${queued === 1 ? '' : 's'}.`
-        : 'No device can take a test notification.';
+      this.message = queued ? t('notif.test_sent', { count: queued }) : t('notif.test_none');
     });
   }
 }
 
-/** The WebUI's own rendering of a question notification: title, text, then the buttons in the
- * order the push carries them (recommended first, then "Other…"). */
+/** The WebUI's own rendering of a question notification: title, text, then the buttons as the
+ * service worker shows them (sw.js): recommended first, then "Other…"; when they do not all fit
+ * (`Notification.maxActions`), the recommended one and "Other…" or "Open". */
 export function notificationPreview(decision) {
   const sample = decision || {
-    title: 'Rename the status field', body: 'Keep the old field for one version?',
-    options: [{ id: 'drop', label: 'Remove it now' }, { id: 'keep', label: 'Keep one version', recommended: true }],
+    title: t('notif.sample_title'), body: t('notif.sample_body'),
+    options: [{ id: 'drop', label: t('notif.sample_drop') }, { id: 'keep', label: t('notif.sample_keep'), recommended: true }],
     allow_text: true, sensitive: false,
   };
   const options = sample.sensitive ? [] : [...(sample.options || [])]
     .sort((a, b) => Number(Boolean(b.recommended)) - Number(Boolean(a.recommended)));
-  const buttons = options.map((o) => o.label);
-  if (options.length && sample.allow_text) buttons.push('Other…');
-  const reply = sample.sensitive ? 'Opens MaxClaw (secret answers are typed only in the app)'
-    : (!options.length && sample.allow_text ? 'Reply…' : null);
-  return h('figure', { class: 'notif-preview', 'aria-label': 'Notification preview' },
+  let buttons = options.map((o) => o.label);
+  if (options.length && sample.allow_text) buttons.push(t('card.other'));
+  const max = 'Notification' in window && Notification.maxActions ? Notification.maxActions : 2;
+  if (buttons.length > max) {
+    const recommended = options.find((o) => o.recommended);
+    buttons = [...(recommended ? [recommended.label] : []),
+      sample.allow_text ? t('card.other') : t('push.open')].slice(0, Math.max(1, max));
+  }
+  const reply = sample.sensitive ? t('notif.secret_opens')
+    : (!options.length && sample.allow_text ? t('card.reply') : null);
+  return h('figure', { class: 'notif-preview', 'aria-label': t('notif.preview_label') },
     h('div', { class: 'notif-head' },
       h('img', { src: '/assets/icon-192.png', alt: '', width: '20', height: '20' }),
-      h('span', { text: 'MaxClaw' }), h('span', { class: 'notif-time', text: 'now' })),
-    h('div', { class: 'notif-title', text: sample.title || 'MaxClaw' }),
+      h('span', { text: t('app.brand') }), h('span', { class: 'notif-time', text: relativeTime(new Date().toISOString()) })),
+    h('div', { class: 'notif-title', text: sample.title || t('app.brand') }),
     h('div', { class: 'notif-body', text: sample.body || '' }),
     buttons.length ? h('div', { class: 'notif-actions' }, buttons.map((b) => h('span', { class: 'notif-action', text: b }))) : null,
     reply ? h('div', { class: 'notif-reply', text: reply }) : null);

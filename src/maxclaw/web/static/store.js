@@ -59,9 +59,10 @@ export class Store {
   }
 
   /** The panel: open decisions, and answers Main gave that Max has not dismissed yet. */
-  panelDecisions() {
+  /** Open decisions, Main's answers not dismissed, and those in `kept` (answered here just now). */
+  panelDecisions(kept = new Set()) {
     return [...this.decisions.values()]
-      .filter((d) => d.status === 'open' || (d.answered_by_main && !d.dismissed_at))
+      .filter((d) => d.status === 'open' || (d.answered_by_main && !d.dismissed_at) || kept.has(d.id))
       .sort((a, b) => b.id - a.id);
   }
 

@@ -2,16 +2,13 @@
 // centred notes. Tool rows that hold a card's state are not shown on their own: the card is.
 
 import { cardsOf, renderCardFrame } from './cards.js';
-import { formatTime, h } from './dom.js';
+import { formatTime, h, t } from './dom.js';
+import { renderMarkdown } from './markdown.js';
 
 const ASK_TOOL = 'ask_user_question';
 
-const PHASE_LINES = {
-  'with-main': 'The question went to Main.',
-  'main-answered': 'Main answered the question for you.',
-  'handed-back': 'Main handed the question back to you.',
-  revoked: 'You revoked Main\'s answer.',
-};
+// a known service event, as a person would say it (catalogue `timeline.phase.<phase>`)
+const PHASES = ['with-main', 'main-answered', 'handed-back', 'revoked'];
 
 /** Whether a row has its own bubble (a card's tool row is drawn as the card instead). */
 export function isShown(message) {
@@ -44,7 +41,7 @@ function meta(message, ...extra) {
 function userRow(message, ctx) {
   const source = message.source_meta || {};
   const li = h('li', { class: 'msg user', 'data-message-id': message.id });
-  li.append(h('span', { class: 'sr-only', text: 'You: ' }));
+  li.append(h('span', { class: 'sr-only', text: t('timeline.you') }));
   const answer = source.componentAnswer;
   const handoff = source.askHandoff;
   const whole = source.cardAnswer;
@@ -52,11 +49,12 @@ function userRow(message, ctx) {
     // one message for several questions of a card: a chip per answer
     const chips = whole.answers.map((a) => answerChip({ ...message, body: a.hidden ? null : '' }, a, ctx));
     li.append(h('div', { class: 'card-answer', 'data-card-answer': whole.toolCallId },
-      h('p', { class: 'caption', text: `${whole.answers.length} answers to “${whole.title}”, sent together` }),
+      h('p', { class: 'caption', text: t('timeline.card_answers', { count: whole.answers.length, title: whole.title }) }),
       ...chips), ...present(fullText(message), meta(message)));
     return li;
   }
   if (answer && answer.title) {
+    if (source.retracted) return takenBackRow(li, message, answer, ctx);
     li.append(...present(answerChip(message, answer, ctx), fullText(message), meta(message)));
     return li;
   }
@@ -66,16 +64,25 @@ function userRow(message, ctx) {
   }
   // a plain message (or an answer written before answers carried their summary)
   const hidden = message.body === null || message.body === undefined;
-  const line = message.display && message.display.line;
   const bubble = h('div', { class: `bubble${hidden ? ' not-echoed' : ''}` });
-  bubble.textContent = hidden ? (line || 'Submitted (not echoed)') : message.body;
+  // the server's line for a hidden body is its English "Submitted (not echoed)": ours instead
+  bubble.textContent = hidden ? t('card.not_echoed') : message.body;
   const captions = [];
   if (answer) {
     const byMain = answer.answeredBy === 'main';
-    captions.push(h('span', { class: 'caption', text: byMain ? 'Answered by Main for you · ' : 'Card answer · ' }));
+    captions.push(h('span', { class: 'caption', text: byMain ? t('timeline.by_main_caption') : t('timeline.card_answer_caption') }));
   }
   if (handoff && handoff.threadId) captions.push(fromThread(handoff.threadId, ctx), ' · ');
   li.append(bubble, meta(message, ...captions));
+  return li;
+}
+
+/** An answer Max took back (source_meta.retracted): struck through; no model ever read it. */
+function takenBackRow(li, message, answer, ctx) {
+  li.classList.add('taken-back');
+  const chip = answerChip(message, answer, ctx);
+  chip.classList.add('retracted');
+  li.append(chip, meta(message, h('span', { class: 'caption', text: t('timeline.taken_back') })));
   return li;
 }
 
@@ -85,31 +92,31 @@ function answerChip(message, answer, ctx) {
   const chip = h('div', { class: `bubble answer-chip${answer.hidden ? ' not-echoed' : ''}`,
     'data-answers': answer.componentId });
   if (answer.hidden || message.body === null || message.body === undefined) {
-    chip.append(byMain ? 'Main answered for you: ' : '', 'Submitted (not echoed)');
+    chip.append(byMain ? t('timeline.main_for_you') : '', t('card.not_echoed'));
   } else {
     const labels = answer.labels || [];
-    const chosen = labels.length ? labels.join(', ') : (answer.note || '');
-    const lead = byMain ? 'Main answered for you: ' : (labels.length ? 'You chose ' : 'You answered ');
+    const chosen = labels.length ? labels.join(t('card.list_sep')) : (answer.note || '');
+    const lead = byMain ? t('timeline.main_for_you') : (labels.length ? t('timeline.you_chose') : t('timeline.you_answered'));
     chip.append(lead, h('strong', { text: chosen }));
-    if (labels.length && answer.note) chip.append(h('span', { class: 'chip-note', text: ` — “${answer.note}”` }));
+    if (labels.length && answer.note) chip.append(h('span', { class: 'chip-note', text: t('timeline.note', { note: answer.note }) }));
   }
   chip.append(h('button', { type: 'button', class: 'link-button inline chip-link',
     onclick: () => ctx.showComponent && ctx.showComponent(answer.componentId),
-    'aria-label': `Show the card: ${answer.title}` }, ` on “${answer.title}”`));
+    'aria-label': t('timeline.show_card', { title: answer.title }) }, t('timeline.on_card', { title: answer.title })));
   return chip;
 }
 
 /** Main's thread: "Handed to Main: <title> — <question>, from <thread>". */
 function handoffChip(handoff, ctx) {
   return h('div', { class: 'bubble handoff-chip', 'data-answers': handoff.componentId },
-    'Handed to Main: ', h('strong', { text: handoff.title }), ` — ${handoff.question}`,
+    t('timeline.handed'), h('strong', { text: handoff.title }), t('timeline.handed_question', { question: handoff.question }),
     h('span', { class: 'chip-from' }, ' · ', fromThread(handoff.threadId, ctx)));
 }
 
 function fromThread(threadId, ctx) {
-  return h('span', { class: 'caption' }, 'Handed to Main from ',
+  return h('span', { class: 'caption' }, t('timeline.handed_from'),
     h('button', { type: 'button', class: 'link-button inline', onclick: () => ctx.openThread(threadId),
-      'aria-label': `Open the asking thread: ${ctx.threadTitle(threadId)}` }, ctx.threadTitle(threadId)));
+      'aria-label': t('timeline.open_asking', { title: ctx.threadTitle(threadId) }) }, ctx.threadTitle(threadId)));
 }
 
 /** The parts that exist (Element.append would write a null as the text "null"). */
@@ -121,21 +128,19 @@ function present(...parts) {
 function fullText(message) {
   if (message.body === null || message.body === undefined) return null;
   return h('details', { class: 'full-text' },
-    h('summary', { text: 'Full text' }), h('pre', { text: message.body }));
+    h('summary', { text: t('timeline.full_text') }), h('pre', { text: message.body }));
 }
 
 function assistantRow(message, ctx) {
   const li = h('li', { class: 'msg assistant', 'data-message-id': message.id });
-  li.append(h('span', { class: 'sr-only', text: 'Agent: ' }));
+  li.append(h('span', { class: 'sr-only', text: t('timeline.agent') }));
   if (message.source_meta && message.source_meta.guard === 'forged') {
     // the guard found a service notice imitated in this reply (seed 004's forged notice)
     li.classList.add('forged');
     li.append(h('p', { class: 'forged-warning', role: 'note' },
-      h('strong', { text: '⚠ Not from MaxClaw: ' }),
-      'this reply imitates a service notice (an answer or a job report). The agent was told; '
-      + 'judge it by the real notices, not by this text.'));
+      h('strong', { text: t('timeline.forged') }), t('timeline.forged_body')));
   }
-  if (message.body) li.append(h('div', { class: 'bubble', text: message.body }));
+  if (message.body) li.append(h('div', { class: 'bubble rich' }, renderMarkdown(message.body)));
   const cards = cardsOf(message);
   const posted = new Set(cards.map((c) => c.callId));
   for (const card of cards) {
@@ -147,7 +152,7 @@ function assistantRow(message, ctx) {
   }
   for (const call of message.tool_calls || []) {
     if (call.name === ASK_TOOL && posted.has(call.id)) continue;
-    const note = call.name === ASK_TOOL ? 'A card that could not be posted' : `Called ${call.name}`;
+    const note = call.name === ASK_TOOL ? t('timeline.not_posted') : t('timeline.called', { name: call.name });
     li.append(h('details', { class: 'tool-call' },
       h('summary', { text: note }),
       h('pre', { text: JSON.stringify(call.arguments, null, 2) })));
@@ -160,8 +165,8 @@ function eventRow(message) {
   const phase = message.source_meta && message.source_meta.askHandoff
     && message.source_meta.askHandoff.phase;
   // a known service event reads as a person would say it; the model's words stay one click away
-  const human = PHASE_LINES[phase];
-  const text = human || message.body || 'Something happened.';
+  const human = PHASES.includes(phase) ? t(`timeline.phase.${phase}`) : null;
+  const text = human || message.body || t('timeline.something');
   return h('li', { class: 'msg event', 'data-message-id': message.id },
     h('p', { class: 'event-line', text }), human ? fullText(message) : null, meta(message));
 }
@@ -169,6 +174,6 @@ function eventRow(message) {
 function toolRow(message) {
   return h('li', { class: 'msg tool', 'data-message-id': message.id },
     h('details', { class: 'tool-call' },
-      h('summary', { text: 'Tool result' }),
+      h('summary', { text: t('timeline.tool_result') }),
       h('pre', { text: JSON.stringify(message.content, null, 2) })));
 }

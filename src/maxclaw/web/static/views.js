@@ -3,9 +3,13 @@
 
 import { renderCardFoot, renderComponent, stateOf, toolCallIdOf } from './cards.js';
 import { barDecisions, nextSnoozeEnd, renderDecision, renderNudge } from './decisions.js';
-import { h, signature } from './dom.js';
-import { KIND_LABELS, threadLabel } from './layout.js';
+import { h, signature, t } from './dom.js';
+import { backgroundLabel, kindLabel, stateLabel, threadLabel } from './layout.js';
+import { syncBadge } from './notifications.js';
 import { isShown, renderMessage } from './timeline.js';
+
+// how near the top (px) the sentinel starts loading the page before
+const OLDER_MARGIN_PX = 800;
 
 /** A keyed list: rebuild an item only when its signature changes, move nodes only if needed. */
 export function keyedList(container) {
@@ -51,16 +55,60 @@ export const views = {
   render() {
     const scroller = this.el.scroller;
     const nearEnd = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
+    // older messages are about to go in above: keep the message on screen where it is
+    const anchor = this.keepAnchor && !this.jumpToEnd ? this.timelineAnchor() : null;
+    this.keepAnchor = false;
     this.renderThreadList();
     this.renderThreadHead();
+    if (this.threadTools) this.threadTools.render();
     this.renderTimeline();
     this.renderPanel();
     this.focusPendingDecision();
     this.renderNudgeBar();
-    if (this.jumpToEnd || nearEnd) {
+    if (anchor) {
+      this.restoreAnchor(anchor);
+    } else if (this.jumpToEnd || nearEnd) {
       scroller.scrollTop = scroller.scrollHeight;
       if (this.loaded.has(this.threadId)) this.jumpToEnd = false;
     }
+  },
+
+  /** The first message row visible in the scroller, and how far below its top it sits. */
+  timelineAnchor() {
+    const top = this.el.scroller.getBoundingClientRect().top;
+    for (const row of this.el.timeline.querySelectorAll(':scope > li[data-message-id]')) {
+      const box = row.getBoundingClientRect();
+      if (box.bottom > top) return { id: row.dataset.messageId, offset: box.top - top };
+    }
+    return null;
+  },
+
+  /** Scroll so the anchor's row is where it was (whatever the browser's own anchoring did). */
+  restoreAnchor(anchor) {
+    const row = this.el.timeline.querySelector(`:scope > li[data-message-id="${anchor.id}"]`);
+    if (!row) return;
+    const top = this.el.scroller.getBoundingClientRect().top;
+    this.el.scroller.scrollTop += row.getBoundingClientRect().top - top - anchor.offset;
+  },
+
+  /** The sentinel at the top: in view (or near it), it loads the page before. */
+  olderSentinel(threadId, floor) {
+    if (!this.olderObserver) {
+      this.olderObserver = new IntersectionObserver((entries) => {
+        for (const entry of entries) {
+          if (!entry.target.isConnected) {
+            this.olderObserver.unobserve(entry.target);
+          } else if (entry.isIntersecting && this.loaded.has(entry.target.dataset.threadId)) {
+            this.loadOlder(entry.target.dataset.threadId);
+          }
+        }
+      }, { root: this.el.scroller, rootMargin: `${OLDER_MARGIN_PX}px 0px 0px 0px` });
+    }
+    const el = h('li', { class: 'older-sentinel', 'data-thread-id': threadId, 'data-before-id': floor,
+      role: 'status', text: t('thread.loading_older') });
+    // a new element per page: observing it reports at once whether it is still in view
+    this.olderObserver.observe(el);
+    return el;
   },
 
   openCountsByThread() {
@@ -73,7 +121,9 @@ export const views = {
 
   renderThreadList() {
     const counts = this.openCountsByThread();
-    const threads = [...this.store.threads.values()].sort((a, b) => {
+    // an archived thread leaves the list (it stays reachable by link and search) until a new
+    // message brings it back; the one on screen stays listed
+    const threads = [...this.store.threads.values()].filter((t) => !t.archived_at || t.id === this.threadId).sort((a, b) => {
       if ((a.kind === 'main') !== (b.kind === 'main')) return a.kind === 'main' ? -1 : 1;
       return String(b.created_at).localeCompare(String(a.created_at));
     });
@@ -91,15 +141,15 @@ export const views = {
           },
           h('span', { class: 'thread-title', text: threadLabel(thread) }),
           h('span', { class: 'thread-meta' },
-            thread.kind !== 'normal' ? h('span', { class: `kind kind-${thread.kind}`, text: KIND_LABELS[thread.kind] }) : null,
+            thread.kind !== 'normal' ? h('span', { class: `kind kind-${thread.kind}`, text: kindLabel(thread.kind) }) : null,
             thread.category ? h('span', { class: 'kind', text: thread.category }) : null,
             // the server's derived state (turns and cards, not the model's words)
             thread.state && thread.state !== 'idle' ? h('span', {
               class: `thread-state state-${thread.state.replace(/ /g, '-')}`, 'data-state': thread.state,
-              title: thread.state === 'running' ? `turn ${thread.turn_state}` : null,
-              text: thread.state === 'waiting for you' ? `waiting for you (${thread.open_cards})` : thread.state,
+              title: thread.state === 'running' ? t('thread.turn', { state: ['queued', 'running'].includes(thread.turn_state) ? t(`turn.${thread.turn_state}`) : thread.turn_state }) : null,
+              text: stateLabel(thread),
             }) : null,
-            count ? h('span', { class: 'count', 'aria-label': `${count} open questions`, text: String(count) }) : null))),
+            count ? h('span', { class: 'count', 'aria-label': t('thread.open_count', { count }), text: String(count) }) : null))),
       };
     }));
   },
@@ -108,34 +158,53 @@ export const views = {
     const thread = this.store.threads.get(this.threadId);
     const openCount = this.store.openDecisions().length;
     this.el.panelCount.textContent = openCount ? String(openCount) : '';
-    this.el.panelToggle.setAttribute('aria-label', `Decisions: ${openCount} open`);
-    const title = this.missing.has(this.threadId) ? 'No such thread' : thread ? threadLabel(thread) : 'Loading…';
-    document.title = `${openCount ? `(${openCount}) ` : ''}${title} · MaxClaw`;
+    this.el.panelToggle.setAttribute('aria-label', t('panel.toggle_label', { count: openCount }));
+    const title = this.missing.has(this.threadId) ? t('thread.missing_title') : thread ? threadLabel(thread) : t('common.loading');
+    document.title = `${openCount ? `(${openCount}) ` : ''}${t('app.title', { page: title })}`;
+    syncBadge(this.store.openDecisions());
     this.el.threadTitle.textContent = title;
     const bits = [];
-    if (thread && thread.kind !== 'normal') bits.push(KIND_LABELS[thread.kind]);
+    if (thread && thread.kind !== 'normal') bits.push(kindLabel(thread.kind));
     if (thread && thread.category) bits.push(thread.category);
-    if (thread && thread.turn_state === 'running') bits.push('the agent is working…');
-    if (thread && thread.turn_state === 'queued') bits.push('a turn is queued');
+    if (thread && thread.turn_state === 'running') bits.push(t('thread.working'));
+    if (thread && thread.turn_state === 'queued') bits.push(t('thread.queued'));
+    // shown whatever else has the floor: "done" is judged from the runtime's jobs too
+    const background = thread ? backgroundLabel(thread) : null;
+    if (background) bits.push(background);
     this.el.threadMeta.textContent = bits.join(' · ');
+    if (thread && thread.turn_state === 'running') this.el.threadMeta.append(' ', this.stopControl(thread.id));
     this.el.composerInput.disabled = !thread;
     this.el.composerSend.disabled = !thread;
+  },
+
+  /** Stop beside "the agent is working…": ends the running turn (its next write is refused). */
+  stopControl(threadId) {
+    return h('button', {
+      type: 'button', class: 'link-button stop-turn', 'aria-label': t('thread.stop_label'),
+      onclick: () => this.stopTurn(threadId),
+    }, t('thread.stop'));
   },
 
   renderTimeline() {
     const threadId = this.threadId;
     if (this.missing.has(threadId)) {
-      this.renderMessages([{ key: 'missing', sig: 'missing', build: () => h('li', { class: 'empty', text: 'This thread does not exist, or is not yours.' }) }]);
+      this.renderMessages([{ key: 'missing', sig: 'missing', build: () => h('li', { class: 'empty', text: t('thread.missing') }) }]);
       return;
     }
-    const messages = this.store.messagesOf(threadId).filter(isShown);
+    // from the oldest message of the run loaded back from the newest (older ones held from
+    // elsewhere would show with gaps); the sentinel above loads the page before it
+    const floor = this.floors.get(threadId);
+    const held = this.store.messagesOf(threadId);
+    const messages = (floor ? held.filter((m) => m.id >= floor) : held).filter(isShown);
     const items = messages.map((message) => ({
       key: message.id,
       sig: signature([message.rev, message.source_meta && message.source_meta.askHandoff ? this.titleOf(message.source_meta.askHandoff.threadId) : 0]),
       build: () => renderMessage(message, this.timelineCtx()),
     }));
-    if (!items.length) {
-      const text = this.loaded.has(threadId) ? 'No messages yet. Write the first one below.' : 'Loading…';
+    if (floor && this.loaded.has(threadId)) {
+      items.unshift({ key: 'older', sig: `${threadId}|${floor}`, build: () => this.olderSentinel(threadId, floor) });
+    } else if (!items.length) {
+      const text = this.loaded.has(threadId) ? t('thread.empty') : t('common.loading');
       items.push({ key: 'empty', sig: text, build: () => h('li', { class: 'empty', text }) });
     }
     this.renderMessages(items);
@@ -159,10 +228,20 @@ export const views = {
     };
   },
 
-  /** Scroll to a card's question in this thread's timeline and move focus to it. */
-  showComponent(componentId) {
-    const el = [...this.el.timeline.querySelectorAll('.component[data-component-id]')]
+  /** Scroll to a card's question in this thread's timeline and move focus to it (loading
+   * older pages first when the card is above the ones shown). */
+  async showComponent(componentId) {
+    const find = () => [...this.el.timeline.querySelectorAll('.component[data-component-id]')]
       .find((node) => node.dataset.componentId === componentId);
+    const threadId = this.threadId;
+    let el = find();
+    while (!el && this.floors.get(threadId) && threadId === this.threadId) {
+      const floor = this.floors.get(threadId);
+      await this.loadOlder(threadId);
+      if (this.floors.get(threadId) === floor) break; // it failed: the toast said why
+      this.render();
+      el = find();
+    }
     if (!el) return;
     el.scrollIntoView({ block: 'center' });
     if (!el.hasAttribute('tabindex')) el.setAttribute('tabindex', '-1');
@@ -191,7 +270,7 @@ export const views = {
 
   titleOf(threadId) {
     const thread = this.store.threads.get(threadId);
-    return thread ? threadLabel(thread) : 'another thread';
+    return thread ? threadLabel(thread) : t('thread.another');
   },
 
   /** The component's element, rebuilt in place when its state or its UI state changed. */
@@ -243,6 +322,7 @@ export const views = {
       answer: (id, selected, text, opts) => this.answer(id, selected, text, opts),
       toMain: (id) => this.act(id, () => this.api.toMain(id)),
       revoke: (id) => this.act(id, () => this.api.revoke(id)),
+      retract: (id) => this.act(id, () => this.api.retract(id)),
       why: (id) => this.why(id),
       openPanel: (id) => this.openPanel(id),
     };
@@ -255,6 +335,8 @@ export const views = {
       settle: (decision, selected, text, opts) => this.settle(decision, selected, text, opts),
       snooze: (decision) => this.snooze(decision),
       revoke: (decision) => this.revokeDecision(decision),
+      retract: (decision) => this.retractDecision(decision),
+      mayTakeBack: (decision) => this.takeBackable.has(decision.id),
       dismiss: (decision) => this.dismiss(decision),
       openThread: (id) => this.openThread(id),
       threadTitle: (id) => this.titleOf(id),
@@ -278,7 +360,7 @@ export const views = {
   },
 
   renderPanel() {
-    const items = this.store.panelDecisions().map((decision) => {
+    const items = this.store.panelDecisions(this.takeBackable).map((decision) => {
       const ui = this.ui(`d${decision.id}`);
       return {
         key: decision.id,
@@ -287,7 +369,7 @@ export const views = {
       };
     });
     if (!items.length) {
-      items.push({ key: 'empty', sig: 'empty', build: () => h('li', { class: 'empty', text: 'Nothing is waiting for you.' }) });
+      items.push({ key: 'empty', sig: 'empty', build: () => h('li', { class: 'empty', text: t('panel.empty') }) });
     }
     this.renderDecisions(items);
   },
