@@ -10,6 +10,7 @@ from typing import Any
 
 from maxclaw.components import main_store
 from maxclaw.db.database import connect
+from tests import plans
 from tests.conftest import Harness
 from tests.integration.test_query_plans import (
     _assert_indexed,
@@ -65,7 +66,7 @@ async def test_open_questions_reads_no_big_table_whole(
     conn = await connect(database_url)
     try:
         big, _ = await _big_tables(conn)
-        for mode in ("force_custom_plan", "force_generic_plan"):
+        for mode in plans.MODES:
             nodes = await _plan(conn, main_store.OPEN_QUESTIONS, (actor.user_id, 101), mode)
             seq = [n["Relation Name"] for n in nodes
                    if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in big]

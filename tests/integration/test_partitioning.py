@@ -32,7 +32,7 @@ from maxclaw.push.action_tokens import new_token
 from maxclaw.realtime import store as realtime_store
 from maxclaw.realtime.cursor import Position
 from maxclaw.turns import store as turns_store
-from tests import pg
+from tests import pg, plans
 from tests.cards import CHOICE, execute, new_thread, post_call, post_card
 from tests.conftest import Harness, app_settings
 from tests.integration.test_cli import cli
@@ -214,9 +214,9 @@ async def _explain(conn: asyncpg.Connection, sql: str, args: tuple[Any, ...], mo
     tx = conn.transaction()
     await tx.start()
     try:
-        await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
-        # asyncpg prepares the EXPLAIN, so its parameters stay parameters (generic or custom)
-        return list(await conn.fetch(f"EXPLAIN ({options}) {sql}", *args))
+        # a generic plan only through a prepared statement (tests.plans): an EXPLAIN sent
+        # with bound values is planned with them, as a custom plan, whatever the mode says
+        return await plans.explain(conn, sql, args, mode, options)
     finally:
         await tx.rollback()
 
@@ -247,15 +247,28 @@ async def _partitions_touched(conn: asyncpg.Connection, sql: str, args: tuple[An
     return out
 
 
+# The key of the reads of several users at once (the change stream's catch-up, realtime.store)
+BY_USERS = "t.user_id = ANY($1::uuid[])"
+
+
 async def _assert_one_partition_each(url: str, flow: str, statements: list[Statement],
                                      user_id: str) -> int:
     conn = await connect(url)
     try:
         touched_any = 0
         for sql, args in statements:
-            for mode in ("force_custom_plan", "force_generic_plan"):
+            for mode in plans.MODES:
                 touched = await _partitions_touched(conn, sql, args, mode)
                 many = {t: sorted(p) for t, p in touched.items() if len(p) > 1}
+                if many and mode == "force_generic_plan" and BY_USERS in sql:
+                    # PostgreSQL prunes hash partitions by an array only when it knows the
+                    # array (a custom plan, checked above): the generic plan of a read of
+                    # several users at once probes each partition's index for them. That
+                    # costs an index probe per partition, never a scan, which is what is
+                    # checked here for it
+                    text = json.dumps((await _explain(conn, sql, args, mode, False))[0][0])
+                    assert "Seq Scan" not in text, f"{flow} ({mode}): a scan in\n{sql}\n{text}"
+                    continue
                 assert not many, f"{flow} ({mode}): more than one partition {many} in\n{sql}"
                 touched_any += sum(len(p) for p in touched.values())
             # an INSERT's rows go to their user's partition: every user id it carries is one

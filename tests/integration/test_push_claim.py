@@ -3,6 +3,7 @@ reads about what it takes through ``push_outbox_user_ready``, not the backlog.""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -10,7 +11,7 @@ from typing import Any
 
 from maxclaw.push import store
 from maxclaw.push.outbox import enqueue_notification
-from tests import pg
+from tests import pg, plans
 from tests.conftest import Harness
 from tests.integration.push_fakes import insert_decision
 from tests.integration.test_push_outbox import CHOICE, add_device
@@ -83,16 +84,17 @@ async def test_the_claim_reads_what_it_takes_not_the_backlog(harness: Harness) -
         await conn.execute("ANALYZE push_outbox")
     now = datetime.now(UTC) + timedelta(seconds=1)
     async with harness.services.db.connection() as conn:
-        for mode in ("force_custom_plan", "force_generic_plan"):
-            await conn.execute(f"SET plan_cache_mode = {mode}")
+        for mode in plans.MODES:
             claiming = conn.transaction()
             await claiming.start()
             try:  # EXPLAIN ANALYZE runs the claim: roll it back for the next mode
-                rows = await conn.fetch("EXPLAIN (ANALYZE, FORMAT JSON) " + store.CLAIM_DUE,
-                                        now, CLAIM, 10.0, store.FIRST_USER)
+                rows = await plans.explain(conn, store.CLAIM_DUE,
+                                           (now, CLAIM, 10.0, store.FIRST_USER), mode,
+                                           "ANALYZE, FORMAT JSON")
             finally:
                 await claiming.rollback()
             plan = rows[0][0]
+            plan = json.loads(plan) if isinstance(plan, str) else plan
             plan = plan[0] if isinstance(plan, list) else plan
             nodes = _scans(plan["Plan"])
             # the table, or its partitions (push_outbox_pN, index <name>_pN) when it is

@@ -10,8 +10,9 @@ included) while every statement it sends is recorded with its arguments, and eac
 EXPLAINed with those arguments:
 
 1. as the planner chooses, with a custom and with a generic plan (asyncpg's prepared
-   statements may switch to the generic one): no ``Seq Scan`` on any table that holds 1,000
-   rows or more;
+   statements switch to the generic one after five runs; ``tests.plans`` shows it through a
+   prepared statement, as a plain EXPLAIN with bound values would only show the custom one):
+   no ``Seq Scan`` on any table that holds 1,000 rows or more;
 2. with ``enable_seqscan = off``: no ``Seq Scan`` anywhere. The planner still picks a
    sequential scan under that setting only when no index can serve the access, so this proves
    that every table the path reads — tiny ones included — is reached through an index, and a
@@ -25,6 +26,7 @@ from their text, and the test checks that text is still the trigger's.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -41,7 +43,7 @@ from maxclaw.components import sweep_store
 from maxclaw.db.database import connect
 from maxclaw.errors import ComponentError
 from maxclaw.prefs import store as prefs_store
-from tests import pg, pooler
+from tests import pg, plans, pooler
 from tests.cards import CHOICE, SECRET, TEXT, ask_args, execute, new_thread, post_call, post_card
 from tests.conftest import Actor, Harness, app_settings, cloned_database
 
@@ -164,9 +166,11 @@ def _scans(node: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def _plan(conn: asyncpg.Connection, sql: str, args: tuple[Any, ...],
                 mode: str) -> list[dict[str, Any]]:
-    await conn.execute(f"SET plan_cache_mode = {mode}")
-    rows = await conn.fetch("EXPLAIN (FORMAT JSON) " + sql, *args)
+    """Every node of the plan ``mode`` gives (``tests.plans``: a generic plan is the prepared
+    statement's, as the service's statements run after their fifth call)."""
+    rows = await plans.explain(conn, sql, args, mode)
     plan = rows[0][0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
     plan = plan[0] if isinstance(plan, list) else plan
     return _scans(plan["Plan"])
 
@@ -241,7 +245,7 @@ async def _assert_indexed(database_url: str, statements: list[Statement]) -> Non
                 "push_outbox", "component_audit"} <= big_tables, big_tables  # the load did
         indexes = await _index_columns(conn)
         for sql, args in statements:
-            for mode in ("force_custom_plan", "force_generic_plan"):
+            for mode in plans.MODES:
                 nodes = await _plan(conn, sql, args, mode)
                 seq = [n["Relation Name"] for n in nodes
                        if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in big]
@@ -316,11 +320,11 @@ async def test_sweep_claims_through_the_due_index(database_url: str) -> None:
     await dataset.load(database_url, "due", 200, due=True)
     conn = await connect(database_url)
     try:
-        for mode in ("force_custom_plan", "force_generic_plan"):
-            await conn.execute(f"SET plan_cache_mode = {mode}")
-            rows = await conn.fetch("EXPLAIN (FORMAT JSON) " + sweep_store.CLAIM_DUE,
-                                    await conn.fetchval("SELECT now()"), 500)
+        for mode in plans.MODES:
+            rows = await plans.explain(conn, sweep_store.CLAIM_DUE,
+                                       (await conn.fetchval("SELECT now()"), 500), mode)
             plan = rows[0][0]
+            plan = json.loads(plan) if isinstance(plan, str) else plan
             plan = plan[0] if isinstance(plan, list) else plan
             text = str(plan)
             assert "message_components_due" in text, f"{mode}: {text}"
@@ -353,7 +357,7 @@ async def test_main_timeout_sweep_claims_through_its_index(database_url: str) ->
         user_id = await conn.fetchval("SELECT user_id FROM message_components"
                                       " WHERE status = 'with-main' LIMIT 1")
         now = await conn.fetchval("SELECT now()")
-        for mode in ("force_custom_plan", "force_generic_plan"):
+        for mode in plans.MODES:
             for sql, args in ((sweep_store.CLAIM_MAIN_TIMEOUT, (now, 500)),
                               (prefs_store.SHIFT_MAIN_DUE, (user_id, 30))):
                 nodes = await _plan(conn, sql, args, mode)
@@ -376,7 +380,7 @@ async def test_settings_change_reads_his_open_cards_through_an_index(database_ur
     try:
         user_id = await conn.fetchval("SELECT user_id FROM message_components"
                                       " WHERE status = 'open' LIMIT 1")
-        for mode in ("force_custom_plan", "force_generic_plan"):
+        for mode in plans.MODES:
             for sql, args in ((prefs_store.OPEN_CARDS, (user_id,)),
                               (prefs_store.SET_DUE, (user_id, ["x:q1"], [None]))):
                 nodes = await _plan(conn, sql, args, mode)

@@ -74,13 +74,21 @@ SELECT EXISTS (SELECT 1 FROM messages WHERE user_id = $1::uuid AND thread_id = $
 
 # list_open_questions: the user's threads with unsettled cards (threads.open_cards, kept by a
 # trigger), then their open and with-Main cards by message_components_thread, oldest first, with
-# the defining call (the question's words) and the thread's title; at most $2.
+# the defining call (the question's words) and the thread's title; at most $2. Each thread's
+# cards are read by the thread (the LATERAL, kept apart by OFFSET 0): the generic plan, which
+# knows an average user only, otherwise read every card of the user by his key prefix on the
+# partitioned schema (tests/integration/test_main_context_plans.py).
 OPEN_QUESTIONS = """
 SELECT c.id, c.thread_id::text, t.title AS thread_title, c.kind, c.stakes, c.status,
        c.posted_at, c.due_at, c.expires_at, m.tool_calls
   FROM threads t
-  JOIN message_components c ON c.thread_id = t.id AND c.user_id = t.user_id
-                           AND c.status IN ('open', 'with-main')
+ CROSS JOIN LATERAL (
+       SELECT c.id, c.user_id, c.thread_id, c.message_id, c.kind, c.stakes, c.status,
+              c.posted_at, c.due_at, c.expires_at
+         FROM message_components c
+        WHERE c.thread_id = t.id AND c.user_id = t.user_id
+          AND c.status IN ('open', 'with-main')
+       OFFSET 0) c
   JOIN messages m ON m.user_id = c.user_id AND m.id = c.message_id
  WHERE t.user_id = $1::uuid AND t.open_cards > 0
  ORDER BY c.posted_at, c.id

@@ -191,13 +191,17 @@ SELECT id, platform, config, created_at FROM push_devices WHERE user_id = $1 ORD
 
 
 # Many decisions' notifications at once (the due sweep's carriers): one row per (item, device).
+# Each item's devices are read by its user (the LATERAL, kept apart from the join by OFFSET 0):
+# the generic plan, which knows neither how many items nor whose, otherwise hashed every
+# device of every user (on a schema partitioned by user, every partition).
 ENQUEUE_MANY = """
 WITH queued AS (
     INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
     SELECT d.user_id, d.id, x.decision_id, x.kind, x.collapse_id, x.payload
     FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::jsonb[])
          AS x(user_id, decision_id, kind, collapse_id, payload)
-    JOIN push_devices AS d ON d.user_id = x.user_id
+    CROSS JOIN LATERAL (SELECT d.user_id, d.id FROM push_devices AS d
+                         WHERE d.user_id = x.user_id OFFSET 0) AS d
     RETURNING id
 ), counted AS (SELECT count(*) AS n FROM queued)
 SELECT n, CASE WHEN n > 0 AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
