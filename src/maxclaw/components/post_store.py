@@ -3,7 +3,6 @@ as one statement (``POST_CARDS``). The moves of a posted card are in ``store.py`
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -64,11 +63,15 @@ class CardRows:
 # (a racing retry's tool row, a component id taken) fails the whole statement, so a post
 # is one round trip and one commit.
 #   $1 user, $2 thread, $3 turn_id (NULL: not fenced), $4 body, $5 tool_calls, $6 source_meta,
-#   $7 sensitive; per card: $8 tool_call_id, $9 content, $10 display (JSON text); per
-#   component: $11 id, $12 its card's tool_call_id, $13 kind, $14 stakes, $15 sensitive,
-#   $16 due_at, $17 expires_at; per carrier: $18 component id, $19 title, $20 body,
-#   $21 options (JSON text), $22 allow_text, $23 sensitive, $24 bar, $25 push payload;
-#   $26 where the components' due clocks start (the service's now; quiet hours, issue 29).
+#   $7 sensitive; $8 the cards, $9 their components, $10 the carriers, each a JSON array of
+#   objects (``post_cards`` spells their fields); $11 where the components' due clocks start
+#   (the service's now; quiet hours, issue 29).
+# Why JSON arrays read by jsonb_to_recordset rather than one array per column (unnest): the
+# planner knows an unnest's length from a known array, so every call got a custom plan
+# costed for its one card (20 against the generic plan's 110) and was planned again, 0.3-0.4
+# ms of the backend's CPU per post (docs/benchmarks.md). jsonb_to_recordset's rows are
+# estimated alike whatever its argument, so after five calls the prepared statement keeps the
+# generic plan, planned once per connection.
 POST_CARDS = """
 WITH thread AS (
     SELECT id FROM threads WHERE user_id = $1::uuid AND id = $2::uuid FOR KEY SHARE
@@ -77,6 +80,10 @@ WITH thread AS (
      WHERE user_id = $1::uuid AND thread_id = $2::uuid AND status = 'running'
        AND $3::bigint IS NOT NULL
        FOR SHARE
+), carried AS (
+    SELECT * FROM jsonb_to_recordset($10::jsonb)
+        AS x(n int, component_id text, title text, body text, options jsonb, allow_text bool,
+             sensitive bool, bar bool, payload jsonb)
 ), asst AS (
     INSERT INTO messages (user_id, thread_id, role, body, tool_calls, source_meta, sensitive,
                           turn_id)
@@ -86,30 +93,27 @@ WITH thread AS (
 ), tools AS (
     INSERT INTO messages (user_id, thread_id, role, tool_call_id, content, display, source_meta,
                           turn_id)
-    SELECT $1::uuid, $2::uuid, 'tool', x.call_id, x.content::jsonb, x.display::jsonb,
+    SELECT $1::uuid, $2::uuid, 'tool', x.call_id, x.content, x.display,
            '{"tool": {"name": "ask_user_question", "status": 200}}'::jsonb, $3
-      FROM asst, unnest($8::text[], $9::text[], $10::text[]) WITH ORDINALITY
-           AS x(call_id, content, display, n)
+      FROM asst, jsonb_to_recordset($8::jsonb) AS x(n int, call_id text, content jsonb,
+                                                    display jsonb)
      ORDER BY x.n
     RETURNING id, tool_call_id
 ), carriers AS (
     INSERT INTO decisions (user_id, kind, dedupe_key, component_id, thread_id, title, body,
                            options, allow_text, sensitive, bar)
     SELECT $1::uuid, 'agent-question', 'ask:' || x.component_id, x.component_id, $2::uuid,
-           x.title, x.body, x.options::jsonb, x.allow_text, x.sensitive, x.bar
-      FROM asst, unnest($18::text[], $19::text[], $20::text[], $21::text[], $22::bool[],
-                        $23::bool[], $24::bool[], $25::text[]) WITH ORDINALITY
-           AS x(component_id, title, body, options, allow_text, sensitive, bar, payload, n)
+           x.title, x.body, x.options, x.allow_text, x.sensitive, x.bar
+      FROM asst, carried AS x
      ORDER BY x.n
     ON CONFLICT (user_id, dedupe_key) DO NOTHING
     RETURNING id, component_id
 ), queued AS (
     INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
     SELECT d.user_id, d.id, c.id, 'notify', 'ask:' || c.component_id,
-           jsonb_set(x.payload::jsonb, '{decision_id}', to_jsonb(c.id))
+           jsonb_set(x.payload, '{decision_id}', to_jsonb(c.id))
       FROM carriers c
-      JOIN unnest($18::text[], $25::text[]) AS x(component_id, payload)
-        ON x.component_id = c.component_id
+      JOIN carried AS x ON x.component_id = c.component_id
       JOIN push_devices d ON d.user_id = $1::uuid
     RETURNING id
 ), components AS (
@@ -118,14 +122,14 @@ WITH thread AS (
                                     due_from)
     SELECT x.id, $1::uuid, $2::uuid, asst.id, tools.id, x.kind, x.stakes, x.sensitive,
            x.due_at,
-           CASE WHEN x.id = ANY($18::text[]) THEN coalesce(
+           CASE WHEN EXISTS (SELECT 1 FROM carried k WHERE k.component_id = x.id) THEN coalesce(
                (SELECT c.id FROM carriers c WHERE c.component_id = x.id),
                (SELECT d.id FROM decisions d
                  WHERE d.user_id = $1::uuid AND d.dedupe_key = 'ask:' || x.id)) END,
-           x.expires_at, $26::timestamptz
-      FROM asst, unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::bool[],
-                        $16::timestamptz[], $17::timestamptz[])
-           AS x(id, call_id, kind, stakes, sensitive, due_at, expires_at)
+           x.expires_at, $11::timestamptz
+      FROM asst, jsonb_to_recordset($9::jsonb)
+           AS x(id text, call_id text, kind text, stakes text, sensitive bool,
+                due_at timestamptz, expires_at timestamptz)
       JOIN tools ON tools.tool_call_id = x.call_id
 )
 SELECT (SELECT id FROM asst) AS id, EXISTS (SELECT 1 FROM thread) AS thread_found,
@@ -134,6 +138,10 @@ SELECT (SELECT id FROM asst) AS id, EXISTS (SELECT 1 FROM thread) AS thread_foun
                  AND current_setting('maxclaw.notify', true) IS DISTINCT FROM 'off'
             THEN pg_notify('maxclaw_push', '') END AS push_hint
 """
+
+
+def _when(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
 async def post_cards(conn: asyncpg.Connection, user_id: str, thread_id: str, *,
@@ -147,20 +155,17 @@ async def post_cards(conn: asyncpg.Connection, user_id: str, thread_id: str, *,
     carried = [r for c in cards for r in c.carriers]
     row = await conn.fetchrow(
         POST_CARDS, user_id, thread_id, turn_id, body, tool_calls, source_meta, sensitive,
-        [c.tool_call_id for c in cards], [json.dumps(c.content) for c in cards],
-        [json.dumps(c.display) for c in cards],
-        [r.id for _, r in comps], [c.tool_call_id for c, _ in comps],
-        [r.kind for _, r in comps], [r.stakes for _, r in comps],
-        [r.sensitive for _, r in comps], [r.due_at for _, r in comps],
-        [r.expires_at for _, r in comps],
-        [r.component_id for r in carried], [r.title for r in carried],
-        [r.body for r in carried], [json.dumps(r.options) for r in carried],
-        [r.allow_text for r in carried], [r.sensitive for r in carried],
-        [r.bar for r in carried], [json.dumps(r.payload) for r in carried],
+        [{"n": n, "call_id": c.tool_call_id, "content": c.content, "display": c.display}
+         for n, c in enumerate(cards)],
+        [{"id": r.id, "call_id": c.tool_call_id, "kind": r.kind, "stakes": r.stakes,
+          "sensitive": r.sensitive, "due_at": _when(r.due_at),
+          "expires_at": _when(r.expires_at)} for c, r in comps],
+        [{"n": n, "component_id": r.component_id, "title": r.title, "body": r.body,
+          "options": r.options, "allow_text": r.allow_text, "sensitive": r.sensitive,
+          "bar": r.bar, "payload": r.payload} for n, r in enumerate(carried)],
         next((r.due_from for _, r in comps), None))
     ids = {str(k): int(v) for k, v in (row["tool_ids"] or {}).items()}
     return (int(row["id"]) if row["id"] is not None else None), bool(row["thread_found"]), ids
-
 
 
 async def insert_components(conn: asyncpg.Connection, rows: list[NewComponent]) -> None:
