@@ -280,9 +280,16 @@ async def _assert_one_partition_each(url: str, flow: str, statements: list[State
 
 
 def _flatten(args: tuple[Any, ...]) -> list[Any]:
+    """Every scalar of the arguments, inside arrays and the JSON rows of a statement that
+    takes its rows as objects (POST_CARDS, ENQUEUE_MANY: their user ids are in there)."""
     out: list[Any] = []
     for a in args:
-        out.extend(_flatten(tuple(a)) if isinstance(a, (list, tuple)) else [a])
+        if isinstance(a, dict):
+            out.extend(_flatten(tuple(a.values())))
+        elif isinstance(a, (list, tuple)):
+            out.extend(_flatten(tuple(a)))
+        else:
+            out.append(a)
     return out
 
 
