@@ -12,6 +12,7 @@ service's own prepared statements)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
 from typing import Any
 
@@ -44,3 +45,12 @@ async def explain(conn: asyncpg.Connection, sql: str, args: tuple[Any, ...], mod
         # with its connection
         with contextlib.suppress(asyncpg.InFailedSQLTransactionError):
             await conn.execute(f"DEALLOCATE {name}")
+
+
+def root(rows: list[asyncpg.Record]) -> dict[str, Any]:
+    """The top object (``{"Plan": …}``) of ``EXPLAIN (FORMAT JSON)``'s one row, whether the
+    connection decodes json or hands it over as text."""
+    plan = rows[0][0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    found: dict[str, Any] = plan[0] if isinstance(plan, list) else plan
+    return found

@@ -235,9 +235,7 @@ async def _partitions_touched(conn: asyncpg.Connection, sql: str, args: tuple[An
         # ("Subplans Removed") shows; only pruning by values found while running would not
         analyzed = False
         rows = await _explain(conn, sql, args, mode, analyzed)
-    plan = rows[0][0]
-    plan = json.loads(plan) if isinstance(plan, str) else plan
-    plan = plan[0] if isinstance(plan, list) else plan
+    plan = plans.root(rows)
     out: dict[str, set[str]] = {}
     for table, part in _touched(plan["Plan"], analyzed):
         out.setdefault(table, set()).add(part)

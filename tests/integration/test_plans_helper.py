@@ -16,9 +16,7 @@ ARGS = ("00000000-0000-0000-0000-000000000001", ["00000000-0000-0000-0000-000000
 
 
 def _conditions(rows: list[Any]) -> str:
-    plan = rows[0][0]
-    plan = json.loads(plan) if isinstance(plan, str) else plan
-    return json.dumps(plan)
+    return json.dumps(plans.root(rows))
 
 
 async def test_the_generic_plan_keeps_its_parameters(database_url: str) -> None:

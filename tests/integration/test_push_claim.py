@@ -3,7 +3,6 @@ reads about what it takes through ``push_outbox_user_ready``, not the backlog.""
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -93,9 +92,7 @@ async def test_the_claim_reads_what_it_takes_not_the_backlog(harness: Harness) -
                                            "ANALYZE, FORMAT JSON")
             finally:
                 await claiming.rollback()
-            plan = rows[0][0]
-            plan = json.loads(plan) if isinstance(plan, str) else plan
-            plan = plan[0] if isinstance(plan, list) else plan
+            plan = plans.root(rows)
             nodes = _scans(plan["Plan"])
             # the table, or its partitions (push_outbox_pN, index <name>_pN) when it is
             # partitioned by user (MAXCLAW_TEST_PARTITIONS)

@@ -26,7 +26,6 @@ from their text, and the test checks that text is still the trigger's.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -169,9 +168,7 @@ async def _plan(conn: asyncpg.Connection, sql: str, args: tuple[Any, ...],
     """Every node of the plan ``mode`` gives (``tests.plans``: a generic plan is the prepared
     statement's, as the service's statements run after their fifth call)."""
     rows = await plans.explain(conn, sql, args, mode)
-    plan = rows[0][0]
-    plan = json.loads(plan) if isinstance(plan, str) else plan
-    plan = plan[0] if isinstance(plan, list) else plan
+    plan = plans.root(rows)
     return _scans(plan["Plan"])
 
 
@@ -323,9 +320,7 @@ async def test_sweep_claims_through_the_due_index(database_url: str) -> None:
         for mode in plans.MODES:
             rows = await plans.explain(conn, sweep_store.CLAIM_DUE,
                                        (await conn.fetchval("SELECT now()"), 500), mode)
-            plan = rows[0][0]
-            plan = json.loads(plan) if isinstance(plan, str) else plan
-            plan = plan[0] if isinstance(plan, list) else plan
+            plan = plans.root(rows)
             text = str(plan)
             assert "message_components_due" in text, f"{mode}: {text}"
             big_seq = [n.get("Relation Name") for n in _scans(plan["Plan"])
