@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import Browser, async_playwright
 
 from tests.conftest import ServerProcess, start_server
@@ -17,12 +18,24 @@ def _shares_a_serve(request: pytest.FixtureRequest) -> bool:
     return request.node.get_closest_marker("shared_serve") is not None
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def shared_chromium() -> AsyncIterator[Browser]:
+    """One Playwright driver and one Chromium per xdist worker (`BROWSER_LOOP`, why there)."""
     async with async_playwright() as playwright:
         chromium = await launch(playwright)
         yield chromium
         await chromium.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def browser(shared_chromium: Browser) -> AsyncIterator[Browser]:
+    """The worker's Chromium; every context the test opened is closed after it, passed or not,
+    so the next test starts with no page, cookie, storage or permission of this one."""
+    before = set(shared_chromium.contexts)
+    yield shared_chromium
+    for context in shared_chromium.contexts:
+        if context not in before:
+            await context.close()
 
 
 @pytest.fixture
@@ -37,7 +50,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerPro
     srv.stop()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def max_user(server: ServerProcess, request: pytest.FixtureRequest) -> AsyncIterator[WebUser]:
     """Max with a user and an agent token, on the test's ``server``; on a shared serve each
     test's Max is a new user, so no test reads another's rows."""

@@ -13,6 +13,7 @@ from playwright.async_api import Browser, ConsoleMessage, Route, expect
 
 from maxclaw.web.assets import CONTENT_SECURITY_POLICY
 from tests.conftest import ServerProcess
+from tests.e2e.webui_helpers import BROWSER_LOOP
 
 
 @pytest.fixture
@@ -21,7 +22,7 @@ def server(shared_server: ServerProcess) -> ServerProcess:
     return shared_server
 
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, BROWSER_LOOP]
 
 # every CSP violation the page meets, as the browser reports it to the page itself
 WATCH_CSP = """

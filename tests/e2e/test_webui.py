@@ -21,6 +21,7 @@ from maxclaw.db.urls import plain_url
 from tests.conftest import ServerProcess, start_server
 from tests.e2e.webui_helpers import (
     ARTIFACTS,
+    BROWSER_LOOP,
     CHOICE,
     DESKTOP,
     OBJECT,
@@ -43,7 +44,7 @@ from tests.e2e.webui_helpers import (
     screenshot,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.shared_serve]
+pytestmark = [pytest.mark.browser, pytest.mark.shared_serve, BROWSER_LOOP]
 
 
 # The module shares one server (a start costs seconds of CPU): every test makes its own user

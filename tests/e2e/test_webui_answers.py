@@ -10,6 +10,7 @@ from playwright.async_api import Browser, expect
 
 from tests.conftest import ServerProcess
 from tests.e2e.webui_helpers import (
+    BROWSER_LOOP,
     CHOICE,
     SECRET,
     TEXT,
@@ -22,7 +23,7 @@ from tests.e2e.webui_helpers import (
     screenshot,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.shared_serve]
+pytestmark = [pytest.mark.browser, pytest.mark.shared_serve, BROWSER_LOOP]
 KEEP = "Keep one version (recommended)"
 
 

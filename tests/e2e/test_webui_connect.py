@@ -13,9 +13,17 @@ import pytest
 from playwright.async_api import Browser, expect
 
 from tests.conftest import ServerProcess
-from tests.e2e.webui_helpers import DESKTOP, PHONE, WebUser, new_thread, open_app, screenshot
+from tests.e2e.webui_helpers import (
+    BROWSER_LOOP,
+    DESKTOP,
+    PHONE,
+    WebUser,
+    new_thread,
+    open_app,
+    screenshot,
+)
 
-pytestmark = [pytest.mark.browser, pytest.mark.shared_serve]
+pytestmark = [pytest.mark.browser, pytest.mark.shared_serve, BROWSER_LOOP]
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

@@ -15,18 +15,18 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, expect
 
 from tests import pg
 from tests.conftest import ServerProcess, start_server
 from tests.e2e.webui_helpers import (
+    BROWSER_LOOP,
     CHOICE,
     SECRET,
     TEXT,
     WebUser,
     component,
     execute,
-    launch,
     make_user,
     new_thread,
     offline_services,
@@ -36,7 +36,7 @@ from tests.e2e.webui_helpers import (
     screenshot,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.browser, BROWSER_LOOP]
 KEEP = "Keep one version (recommended)"
 
 
@@ -55,15 +55,13 @@ def module_server(module_database: str,
     srv.stop()
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def chromium() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        browser = await launch(playwright)
-        yield browser
-        await browser.close()
+@pytest.fixture
+def chromium(browser: Browser) -> Browser:
+    """The worker's shared Chromium (``tests/e2e/conftest.py``), each test's contexts its own."""
+    return browser
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def who(module_server: ServerProcess, module_database: str) -> AsyncIterator[WebUser]:
     user = await make_user(module_database, module_server.base_url)
     yield user

@@ -16,11 +16,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import Browser, Page, ViewportSize, expect
 
 from maxclaw.prefs.catalogue import messages
 from tests.conftest import ServerProcess
 from tests.e2e.webui_helpers import (
+    BROWSER_LOOP,
     DESKTOP,
     PHONE,
     WebUser,
@@ -32,7 +34,7 @@ from tests.e2e.webui_helpers import (
     post_card,
 )
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, BROWSER_LOOP]
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 # card content is the agent's, shown as written: each locale's test asks in its language
@@ -62,7 +64,7 @@ def server(shared_server: ServerProcess) -> ServerProcess:
     return shared_server
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def max_user(shared_server: ServerProcess) -> AsyncIterator[WebUser]:
     who = await make_user(shared_server.database_url, shared_server.base_url,
                           f"max-{uuid.uuid4().hex[:8]}")

@@ -8,6 +8,7 @@ from playwright.async_api import Browser, expect
 
 from tests.conftest import ServerProcess
 from tests.e2e.webui_helpers import (
+    BROWSER_LOOP,
     CHOICE,
     WebUser,
     answer_for_max,
@@ -19,7 +20,7 @@ from tests.e2e.webui_helpers import (
     screenshot,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.shared_serve]
+pytestmark = [pytest.mark.browser, pytest.mark.shared_serve, BROWSER_LOOP]
 
 
 async def main_answers(who: WebUser, thread_id: str) -> str:

@@ -13,10 +13,12 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import Browser, Page, expect
 
 from tests.conftest import ServerProcess
 from tests.e2e.webui_helpers import (
+    BROWSER_LOOP,
     CHOICE,
     WebUser,
     component,
@@ -26,7 +28,7 @@ from tests.e2e.webui_helpers import (
     post_card,
 )
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, BROWSER_LOOP]
 
 MESSAGES = 250
 PAGE = 100  # the WebUI's page (session.js: OLDER_PAGE)
@@ -53,7 +55,7 @@ def server(shared_server: ServerProcess) -> ServerProcess:
     return shared_server
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def max_user(shared_server: ServerProcess) -> AsyncIterator[WebUser]:
     who = await make_user(shared_server.database_url, shared_server.base_url,
                           f"max-{uuid.uuid4().hex[:8]}")

@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 from playwright.async_api import (
     Browser,
     BrowserContext,
@@ -41,6 +42,7 @@ from tests import pg, pooler
 from tests.conftest import ServerProcess, start_server
 from tests.e2e.webui_helpers import (
     ARTIFACTS,
+    BROWSER_LOOP,
     CHOICE,
     DESKTOP,
     SECRET,
@@ -54,7 +56,7 @@ from tests.e2e.webui_helpers import (
 from tests.integration.push_fakes import Endpoint
 from tests.integration.test_push_delivery import VAPID_PEM, Subscriber
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, BROWSER_LOOP]
 
 NOTIFICATIONS_JS = """async () => {
   const registration = await navigator.serviceWorker.ready;
@@ -94,7 +96,7 @@ def push_server(pg_server: str, pg_template: str, pgbouncer: pooler.PgBouncer | 
     asyncio.run(pg.drop_database(pg_server, url))
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def max_user(push_server: ServerProcess) -> AsyncIterator[WebUser]:
     who = await make_user(push_server.database_url, push_server.base_url,
                           f"max-{uuid.uuid4().hex[:8]}")
@@ -606,9 +608,9 @@ async def test_a_renewed_subscription_is_registered_and_the_old_device_removed(
 
 # ---- installable, offline ----------------------------------------------------------------------
 
-def test_worker_manifest_and_icons_are_served(push_server: ServerProcess) -> None:
-    with httpx.Client(base_url=push_server.base_url) as client:
-        worker = client.get("/sw.js")
+async def test_worker_manifest_and_icons_are_served(push_server: ServerProcess) -> None:
+    async with httpx.AsyncClient(base_url=push_server.base_url) as client:
+        worker = await client.get("/sw.js")
         assert worker.status_code == 200
         assert worker.headers["content-type"].startswith("text/javascript")
         assert worker.headers["service-worker-allowed"] == "/"
@@ -617,20 +619,20 @@ def test_worker_manifest_and_icons_are_served(push_server: ServerProcess) -> Non
         shell = json.loads(worker.text.split("\n", 1)[0].removeprefix("const SHELL = ")
                            .removesuffix(";"))
         assert "/" in shell and "/assets/app.js" in shell and "/assets/notifications.js" in shell
-        assert client.get("/sw.js", headers={"If-None-Match": worker.headers["etag"]}) \
-            .status_code == 304
-        manifest = client.get("/assets/manifest.webmanifest")
+        revalidated = await client.get("/sw.js", headers={"If-None-Match": worker.headers["etag"]})
+        assert revalidated.status_code == 304
+        manifest = await client.get("/assets/manifest.webmanifest")
         assert manifest.headers["content-type"] == "application/manifest+json"
         body = manifest.json()
         assert body["display"] == "standalone" and body["start_url"] == "/"
         for icon in body["icons"]:
-            png = client.get(icon["src"])
+            png = await client.get(icon["src"])
             assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
-        index = client.get("/").text
+        index = (await client.get("/")).text
         for needle in ('rel="manifest"', 'rel="apple-touch-icon"',
                        'name="apple-mobile-web-app-capable"', 'name="theme-color"'):
             assert needle in index
-        assert "manifest-src 'self'" in client.get("/").headers["content-security-policy"]
+        assert "manifest-src 'self'" in (await client.get("/")).headers["content-security-policy"]
 
 
 async def test_offline_the_page_says_reconnecting(database_url: str, tmp_path: Path,

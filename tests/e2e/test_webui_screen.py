@@ -17,6 +17,7 @@ from playwright.async_api import Browser, Page, expect
 
 from tests.conftest import ServerProcess
 from tests.e2e.webui_helpers import (
+    BROWSER_LOOP,
     CHOICE,
     TEXT,
     WebUser,
@@ -27,7 +28,7 @@ from tests.e2e.webui_helpers import (
     post_tool_call,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.shared_serve]
+pytestmark = [pytest.mark.browser, pytest.mark.shared_serve, BROWSER_LOOP]
 
 HOSTILE = (
     "Plan for **the migration**:\n\n"

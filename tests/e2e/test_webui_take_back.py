@@ -9,6 +9,7 @@ from playwright.async_api import Browser, expect
 
 from tests.conftest import ServerProcess
 from tests.e2e.webui_helpers import (
+    BROWSER_LOOP,
     CHOICE,
     WebUser,
     component,
@@ -19,7 +20,7 @@ from tests.e2e.webui_helpers import (
     screenshot,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.shared_serve]
+pytestmark = [pytest.mark.browser, pytest.mark.shared_serve, BROWSER_LOOP]
 QUESTION = "Keep the old field for one version?"
 
 

@@ -7,9 +7,17 @@ import pytest
 from playwright.async_api import Browser, Dialog, expect
 
 from tests.conftest import ServerProcess
-from tests.e2e.webui_helpers import CHOICE, WebUser, component, new_thread, open_app, post_card
+from tests.e2e.webui_helpers import (
+    BROWSER_LOOP,
+    CHOICE,
+    WebUser,
+    component,
+    new_thread,
+    open_app,
+    post_card,
+)
 
-pytestmark = [pytest.mark.browser, pytest.mark.shared_serve]
+pytestmark = [pytest.mark.browser, pytest.mark.shared_serve, BROWSER_LOOP]
 
 
 async def say(who: WebUser, thread_id: str, body: str) -> int:

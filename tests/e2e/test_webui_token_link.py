@@ -8,9 +8,9 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Page, expect
 
 from tests.conftest import ServerProcess
-from tests.e2e.webui_helpers import DESKTOP, WebUser, make_user, screenshot
+from tests.e2e.webui_helpers import BROWSER_LOOP, DESKTOP, WebUser, make_user, screenshot
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, BROWSER_LOOP]
 
 
 async def follow(context: BrowserContext, base_url: str, token: str) -> Page:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from playwright.async_api import (
     Browser,
     BrowserContext,
@@ -30,6 +31,12 @@ from maxclaw.settings import Settings
 from tests.conftest import Actor
 
 CHROMIUM = "/usr/bin/chromium"
+# The browser tests run on one event loop per xdist worker, so they share one Playwright driver
+# and one Chromium (`tests/e2e/conftest.py`, `shared_chromium`): a driver is a Node.js process
+# that cost ~2 s of CPU to start, and 26 of them plus their Chromiums were ~14% of `make
+# test`'s CPU (docs/benchmarks.md, issue 33 item 4, fifth pass). Each test still gets browser
+# contexts of its own (closed after it), so no cookie, storage or permission carries over.
+BROWSER_LOOP = pytest.mark.asyncio(loop_scope="session")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "webui"

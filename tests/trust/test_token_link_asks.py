@@ -15,10 +15,10 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Page, expect
 
 from tests.conftest import ServerProcess
-from tests.e2e.conftest import browser  # noqa: F401  (the fixture)
-from tests.e2e.webui_helpers import DESKTOP, make_user
+from tests.e2e.conftest import browser, shared_chromium  # noqa: F401  (the fixtures)
+from tests.e2e.webui_helpers import BROWSER_LOOP, DESKTOP, make_user
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, BROWSER_LOOP]
 
 
 @pytest.fixture
