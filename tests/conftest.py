@@ -82,7 +82,9 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # One server per pytest run, shared by its xdist workers (same run uid). Not under pytest's
     # basetemp: that is mode 0700, and as root pgserver runs postgres as another user.
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
-    base = Path(tempfile.gettempdir()) / "maxclaw-test-pg" / run
+    runs = pg.embedded_root() / "maxclaw-test-pg"
+    pg.sweep_abandoned_runs(runs)
+    base = runs / run
     base.mkdir(parents=True, exist_ok=True)
     for path in (base.parent, base):
         path.chmod(0o755)
