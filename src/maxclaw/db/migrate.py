@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import ast
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
-from alembic import command
-from alembic.config import Config
 
 from maxclaw.db.urls import plain_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 # pg_advisory_lock key held while migrating (advisory locks are scoped to one database)
 MIGRATION_LOCK = 7356002
@@ -30,6 +33,8 @@ def alembic_dir() -> Path:
 
 
 def alembic_config(database_url: str) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(alembic_dir()))
     cfg.attributes["database_url"] = database_url
@@ -55,12 +60,64 @@ def migration_lock(database_url: str) -> Iterator[None]:
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
-    """``alembic upgrade <revision>`` against ``database_url``."""
+    """``alembic upgrade <revision>`` against ``database_url``; to "head" on a database already
+    there, one query and no alembic at all (``at_head``)."""
+    if revision == "head" and at_head(database_url):
+        return
+    from alembic import command
+
     with migration_lock(database_url):
         command.upgrade(alembic_config(database_url), revision)
 
 
 def downgrade(database_url: str, revision: str = "base") -> None:
     """``alembic downgrade <revision>`` against ``database_url``."""
+    from alembic import command
+
     with migration_lock(database_url):
         command.downgrade(alembic_config(database_url), revision)
+
+
+def at_head(database_url: str) -> bool:
+    """Whether the database's one ``alembic_version`` row is the scripts' head. Every CLI
+    command and every ``serve`` start upgrades first; importing alembic and SQLAlchemy and
+    loading every script to find nothing to do was most of a command's time (0.45 of 0.9 s
+    CPU, docs/benchmarks.md, issue 33 item 4, fifth pass). Any doubt (no table yet, a
+    revision ahead of these scripts, branches) answers False, and alembic decides."""
+    head = script_head()
+    if head is None:
+        return False
+    try:
+        with psycopg.connect(plain_url(database_url), autocommit=True) as conn:
+            rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    except psycopg.Error:  # no table yet (a new database), or not allowed to read it
+        return False
+    return rows == [(head,)]
+
+
+def script_head() -> str | None:
+    """The head revision of the migration scripts, read from their ``revision`` and
+    ``down_revision`` assignments without importing them; None unless it is one linear
+    history (tests/unit/test_migrate_head.py holds it equal to alembic's own answer)."""
+    revisions: dict[str, str | None] = {}
+    for path in alembic_dir().joinpath("versions").glob("*.py"):
+        assigned = _assignments(path)
+        revision, down = assigned.get("revision"), assigned.get("down_revision")
+        if not isinstance(revision, str) or not (down is None or isinstance(down, str)):
+            return None  # not a plain script, or a merge of branches
+        revisions[revision] = down
+    heads = set(revisions) - {down for down in revisions.values() if down is not None}
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _assignments(path: Path) -> dict[str, object]:
+    """The module-level ``name = <literal>`` assignments of a script, parsed, not run."""
+    found: dict[str, object] = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return found
