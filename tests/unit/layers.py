@@ -40,7 +40,7 @@ LAYERS: dict[str, str] = {
             "settings", "timefmt", "headertimeout", "jobs", "tracing",
             "db", "db.constraints", "db.database", "db.embedded", "db.listen",
             "db.migrate", "db.roles",
-            "db.rows", "db.schema", "db.urls",
+            "db.rows", "db.schema", "db.search_sql", "db.urls",
             "cards", "cards.answers", "cards.definitions", "cards.rules", "cards.text"),
     **_each("wire", "wire", "wire.mcp", "wire.models"),
     **_each("client", "client", "client.commands", "client.demo", "client.http",

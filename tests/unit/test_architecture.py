@@ -235,7 +235,7 @@ STATEMENT_EXCEPTIONS: dict[str, str] = {
     "maxclaw.realtime.store.READ_MESSAGES_CUT": "as READ_THREADS",
     "maxclaw.realtime.store.READ_DECISIONS": "as READ_THREADS",
     "maxclaw.search.store.SEARCH":
-        "interpolates schema.SEARCH_TEXT and SEARCHABLE_MESSAGE: the search must spell the "
+        "interpolates search_sql.SEARCH_TEXT and SEARCHABLE_MESSAGE: the search must spell the "
         "indexed expression exactly as the GIN indexes do, so it is written once",
 }
 # a statement is SQL text that starts (after comments and blank lines) with one of these

@@ -19,6 +19,17 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.ddl import BaseDDLElement
 from sqlalchemy.sql.schema import SchemaItem
 
+# the search expressions are plain SQL text in a module of their own, so the server's search
+# reads them without importing SQLAlchemy (re-exported here for the tables below and the tests)
+from maxclaw.db.search_sql import (  # noqa: F401
+    HAN_TEXT,
+    SEARCH_FTS,
+    SEARCH_HAN,
+    SEARCH_TEXT,
+    SEARCHABLE_MESSAGE,
+    SYNCED_TABLES,
+)
+
 metadata = sa.MetaData()
 
 # Search (0021_threads_search) is faster with two extensions from PostgreSQL's contrib: pg_trgm
@@ -45,32 +56,6 @@ HAVE_SEARCH_EXTENSIONS = ("SELECT count(*) = 2 FROM pg_extension"
                           " WHERE extname IN ('pg_trgm', 'btree_gin')")
 sa.event.listen(metadata, "before_create",
                 sa.DDL(CREATE_SEARCH_EXTENSIONS))  # type: ignore[no-untyped-call]
-
-# What search reads of a message: its text and, on an assistant row, every string of its
-# ``ask_user_question`` calls' arguments (the card's title, questions, options), at most 20,000
-# characters. Only rows that can hold no secret are indexed and searched (SEARCHABLE_MESSAGE):
-# a sensitive row (a secret answer, or an agent row that repeated one) never is. The indexes
-# below and the search query (search/store.py) spell it the same, or the index is not used.
-# (Spelled as alembic reads PostgreSQL's definition back, so its comparison matches.)
-SEARCH_TEXT = (
-    "\"left\"((COALESCE(body, ''::text) || ' '::text) || COALESCE(jsonb_path_query_array("
-    "tool_calls, 'strict $[*]?(@.\"name\" == \"ask_user_question\").\"arguments\".**?(@.type() "
-    "== \"string\")'::jsonpath)::text, ''::text), 20000)"
-)
-# Each Han character made a word of its own, for a phrase query of Han characters ("部署" is the
-# phrase 部 <-> 署): what finds a two-character Chinese word through an index, where trigrams
-# have none to offer (docs/domain.md, "Search").
-HAN_TEXT = (f"regexp_replace({SEARCH_TEXT}, '([\u4e00-\u9fff])'::text, ' \\1 '::text,"
-            " 'g'::text)")
-SEARCHABLE_MESSAGE = "((NOT sensitive) AND (role = ANY (ARRAY['user'::text, 'assistant'::text])))"
-# The two documents search reads, stored with each message (0024_search_stored): generated
-# columns, computed once per write instead of once per candidate on every search, and NULL on a
-# row that may hold a secret (so nothing of it is stored here or indexed). Their statistics are
-# taken from ten times the default sample (STATISTICS_TARGET, live.sql): how common a word is.
-SEARCH_FTS = (f"CASE WHEN {SEARCHABLE_MESSAGE} THEN to_tsvector('english'::regconfig, "
-              f"{SEARCH_TEXT}) ELSE NULL::tsvector END")
-SEARCH_HAN = (f"CASE WHEN {SEARCHABLE_MESSAGE} THEN to_tsvector('simple'::regconfig, "
-              f"{HAN_TEXT}) ELSE NULL::tsvector END")
 
 # The search indexes, by name, in the shape the server's extensions allow: declared twice
 # below (``ddl_if``: ``create_all`` builds the one that fits, as the migration does). Alembic's
@@ -698,7 +683,6 @@ leased_jobs = sa.Table(
     _user_fk("leased_jobs", "lease_id", "runtime_leases"),
 )
 
-SYNCED_TABLES = ("threads", "messages", "decisions")
 
 
 def live_sql() -> str:

@@ -18,7 +18,7 @@ full snapshot), or beyond the database's bounds (new cluster: ``resync``, then a
 from __future__ import annotations
 
 from maxclaw.db.database import connect
-from maxclaw.db.schema import SYNCED_TABLES
+from maxclaw.db.search_sql import SYNCED_TABLES
 
 # more revs than any deployment hands out between a backup and its restore
 REV_GAP = 10**12

@@ -8,7 +8,7 @@ from datetime import datetime
 import asyncpg
 
 from maxclaw.db.rows import Row
-from maxclaw.db.schema import SEARCH_TEXT, SEARCHABLE_MESSAGE
+from maxclaw.db.search_sql import SEARCH_TEXT, SEARCHABLE_MESSAGE
 
 START, STOP = "\x02", "\x03"  # ts_headline's highlight marks (never in stored text)
 
