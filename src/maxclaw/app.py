@@ -13,6 +13,7 @@ from maxclaw.api.errors import install_error_handlers
 from maxclaw.api.lean import install_lean_routes
 from maxclaw.api.middleware import AccessLog, BodyGuard
 from maxclaw.api.requestid import RequestId
+from maxclaw.api.responses import document_error_body
 from maxclaw.api.routes import ROUTERS
 from maxclaw.composition import Services, build_services
 from maxclaw.jobs import Job
@@ -58,6 +59,7 @@ def create_app(settings: Settings) -> FastAPI:
     # the one thing on the app's state: read it typed, through ``services_of``
     app.state.services = services
     install_error_handlers(app)
+    document_error_body(app)
     # Starlette serves a route whose endpoint is not a function as a plain ASGI app
     app.router.add_route("/mcp", services.mcp_http,  # type: ignore[arg-type]
                          include_in_schema=False)

@@ -234,3 +234,17 @@ def test_an_execute_result_has_every_documented_field(openapi: dict[str, Any],
     assert documented <= set(body_schema(openapi, "POST", path)["properties"])
     refused = set(body_schema(openapi, "POST", path, "409")["properties"])
     assert {"code", "message", "data", "tool_call_id", "content"} <= refused
+
+
+def test_every_error_status_of_every_route_is_the_error_body(openapi: dict[str, Any]) -> None:
+    """api.md's error body behind each 4xx/5xx a route documents: ``ERRORS`` refers to
+    ErrorBody's schema (no per-route model, api/responses.py), so the reference must resolve."""
+    seen = 0
+    for (method, path), op in operations(openapi).items():
+        for status, response in op["responses"].items():
+            if status in {"401", "404", "422", "503"}:
+                schema = body_schema(openapi, method, path, status)
+                assert {"code", "message", "data"} <= set(schema["properties"]), (path, status)
+                assert {"code", "message"} <= set(schema["required"])
+                seen += 1
+    assert seen >= 4 * 40  # every route of the routers, not a handful

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi import FastAPI
+
 from maxclaw.wire.models import ErrorBody
 
 _REASONS = {
@@ -26,6 +28,28 @@ _REASONS = {
     503: "The database is unavailable; retry (`unavailable`).",
 }
 
-# every route's error statuses, for ``APIRouter(responses=ERRORS)``
+# every route's error statuses, for ``APIRouter(responses=ERRORS)``. The body is a reference to
+# ErrorBody's schema, which ``document_error_body`` puts in the document once, not ``"model":
+# ErrorBody``: with a model, FastAPI builds a validator and a serializer for each status of each
+# route (nine per route), per app, at its first request, for the document alone (5.2 of 23 s of
+# CPU over 74 in-process tests: docs/benchmarks.md, issue 33 item 4, fifth pass). The document
+# is the same either way (tests/unit/test_openapi_contract.py).
+ERROR_SCHEMA_REF = "#/components/schemas/ErrorBody"
 ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": reason} for status, reason in _REASONS.items()}
+    status: {"description": reason,
+             "content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA_REF}}}}
+    for status, reason in _REASONS.items()}
+
+
+def document_error_body(app: FastAPI) -> None:
+    """Make ``app.openapi()`` carry ErrorBody's schema, which ``ERRORS`` refers to."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        document = generate()  # FastAPI's, cached on the app after the first call
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        schemas.setdefault("ErrorBody", ErrorBody.model_json_schema(
+            mode="serialization", ref_template="#/components/schemas/{model}"))
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
