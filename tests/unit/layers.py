@@ -93,6 +93,7 @@ LAYERS: dict[str, str] = {
             "push.adapters", "push.adapters.base"),
     **_each("store", "push.store", "push.action_token_store", "push.sample_notification"),
     **_each("adapter", "push.adapters.apns", "push.adapters.http", "push.adapters.log",
+            "push.adapters.resolver",
             "push.adapters.webhook", "push.adapters.webpush"),
     **_each("service", "push.service", "push.action_tokens", "push.dispatcher", "push.outbox",
             "push.worker", "push.devices"),

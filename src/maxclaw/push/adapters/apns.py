@@ -25,12 +25,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from aioapns import APNs, NotificationRequest, PushType
-from aioapns.common import NotificationResult
-from aioapns.exceptions import ConnectionClosed, MaxAttemptsExceeded
-from aioapns.exceptions import ConnectionError as ApnsConnectionError
+from typing import TYPE_CHECKING, Any
 
 from maxclaw.prefs.catalogue import count_text
 from maxclaw.push.adapters.base import Delivery, DeliveryError
@@ -40,6 +35,13 @@ from maxclaw.push.payload import (
     encoded_size,
     fit_payload,
 )
+
+# aioapns (and aiohttp under it) loads when the first APNs client is made, not with the server:
+# most servers never send to APNs, and every start paid for it (docs/benchmarks.md, issue 33
+# item 4, fifth pass)
+if TYPE_CHECKING:
+    from aioapns import APNs, NotificationRequest
+    from aioapns.common import NotificationResult
 
 log = logging.getLogger("maxclaw.push.apns")
 
@@ -272,6 +274,8 @@ class ApnsAdapter:
     def client(self, environment: str, topic: str) -> APNs:
         """One HTTP/2 client per environment (the topic is set per request)."""
         if environment not in self._clients:
+            from aioapns import APNs
+
             client = APNs(
                 key=self._key(), key_id=self.key_id, team_id=self.team_id, topic=topic,
                 use_sandbox=environment == "sandbox", max_connection_attempts=1,
@@ -283,6 +287,10 @@ class ApnsAdapter:
 
     async def send(self, delivery: Delivery) -> None:
         """Send every request of this delivery; the first failure fails the delivery."""
+        from aioapns import NotificationRequest, PushType
+        from aioapns.exceptions import ConnectionClosed, MaxAttemptsExceeded
+        from aioapns.exceptions import ConnectionError as ApnsConnectionError
+
         now_s = int(time.time())
         client = self.client(str(delivery.config.get("environment", "production")),
                              str(delivery.config["topic"]))

@@ -8,24 +8,25 @@ endpoint about ten times faster than httpx at the same concurrency (0.22 s again
 from __future__ import annotations
 
 import asyncio
-import socket
 from dataclasses import dataclass
-from typing import Any
-
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
+from typing import TYPE_CHECKING, Any
 
 from maxclaw.push.adapters.base import DeliveryError
 from maxclaw.push.addresses import (
     ALLOWED_PORTS,
     AddressRefused,
     Lookup,
-    checked_addresses,
     checked_socket,
     host_of,
     local_reason,
     port_reason,
 )
+
+# aiohttp loads with the first push session (``HttpSender.session``), not with the server: every
+# start paid for it, most servers send few pushes (docs/benchmarks.md, issue 33 item 4, fifth
+# pass). The resolver, a subclass of aiohttp's, lives in ``resolver.py`` for the same reason.
+if TYPE_CHECKING:
+    import aiohttp
 
 USER_AGENT = "MaxClaw-Push/0.1"
 RESPONSE_PEEK_BYTES = 2048  # enough of an error body to explain it; never the whole thing
@@ -36,29 +37,6 @@ class HttpAnswer:
     status: int
     text: str
     retry_after: str | None
-
-
-class CheckedResolver(AbstractResolver):
-    """aiohttp's resolver for push: one lookup per connection, every address checked, and
-    aiohttp connects only to what this returns, i.e. to checked addresses (no second lookup a
-    rebinding name could answer differently). Refusals are ``AddressRefused`` (an OSError, so
-    aiohttp reports them as a connector error carrying it)."""
-
-    def __init__(self, lookup: Lookup | None = None) -> None:
-        self.lookup = lookup
-
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
-        infos = await checked_addresses(host, port, self.lookup)
-        out: list[ResolveResult] = []
-        for fam, _, proto, _, sockaddr in infos:
-            out.append({"hostname": host, "host": str(sockaddr[0]), "port": port,
-                        "family": fam, "proto": proto,
-                        "flags": socket.AI_NUMERICHOST | socket.AI_NUMERICSERV})
-        return out
-
-    async def close(self) -> None:
-        return None
 
 
 def _refusal(exc: BaseException) -> AddressRefused | None:
@@ -89,6 +67,8 @@ class HttpSender:
         self._session: aiohttp.ClientSession | None = None
 
     def session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         if self._session is None or self._session.closed:
             # no proxy settings from the environment (trust_env=False): pushes go straight to
             # the address registered, and only there (redirects are refused per request)
@@ -99,6 +79,10 @@ class HttpSender:
         return self._session
 
     def _connector(self) -> aiohttp.TCPConnector:
+        import aiohttp
+
+        from maxclaw.push.adapters.resolver import CheckedResolver
+
         if self.allow_private:
             return aiohttp.TCPConnector(limit=50, limit_per_host=20)
         # no DNS cache: each new connection resolves (once) and is checked; the socket factory
@@ -126,8 +110,11 @@ class HttpSender:
                    what: str) -> HttpAnswer:
         """POST after the guard; transport failures become retryable ``DeliveryError``s."""
         await self.guard(url)
+        session = self.session()  # imports aiohttp
+        import aiohttp
+
         try:
-            async with self.session().post(url, data=content, headers=headers,
+            async with session.post(url, data=content, headers=headers,
                                            allow_redirects=False) as resp:
                 peek = await resp.content.read(RESPONSE_PEEK_BYTES)
                 return HttpAnswer(resp.status, peek.decode("utf-8", "replace"),

@@ -17,7 +17,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from py_vapid import Vapid
-from pywebpush import WebPusher, WebPushException
 
 from maxclaw.push.adapters.base import Delivery, DeliveryError, check_http_status
 from maxclaw.push.adapters.http import HttpSender
@@ -72,6 +71,9 @@ class WebPushAdapter:
         """The encrypted body and the headers pywebpush's encoding implies."""
         subscription = {"endpoint": delivery.config["endpoint"], "keys": delivery.config["keys"]}
         data = json_bytes(fit_payload(delivery.payload, MAX_PLAINTEXT))
+        # pywebpush (and requests under it) loads at the first Web Push, not with the server
+        from pywebpush import WebPusher, WebPushException
+
         try:
             encoded = WebPusher(subscription).encode(data, content_encoding="aes128gcm")
         except (WebPushException, ValueError, TypeError) as exc:
