@@ -218,6 +218,12 @@ class Harness:
         # their caches) ran to megabytes, so its "overly large repr" warning hid the failure
         return f"Harness(database={self.services.settings.database_url!r})"
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        # Hypothesis's printer walks a dataclass's fields and ignores __repr__; this is the hook
+        # it asks first. Without it a failing example's report ran to 1.7 MB, and its
+        # "overly large repr" warning (an error under -W error) replaced the real failure.
+        printer.text(repr(self))
+
     async def actor(self, name: str) -> Actor:
         user_id, main = await self.services.auth.create_user(name)
         user_token = await self.services.auth.create_token(name, "user")
