@@ -17,7 +17,7 @@ import asyncpg
 
 from maxclaw.db import migrate
 from maxclaw.db.migrate import alembic_dir
-from maxclaw.db.urls import plain_url, with_database
+from maxclaw.db.urls import database_of, plain_url, with_database
 from maxclaw.ops import partition
 
 TEST_URL_ENV = "MAXCLAW_TEST_DATABASE_URL"
@@ -206,7 +206,11 @@ async def clone_database(server_url: str, template: str) -> str:
 
 
 async def drop_database(server_url: str, url: str) -> None:
-    name = url.rsplit("/", 1)[1].split("?", 1)[0]
+    # by the URL's path: the text after its last slash was the socket directory's last part for
+    # the embedded server (``…/t_1?host=…/pgdata``), so until 2026-12-06 its test databases were
+    # never dropped, and a run's data directory grew to 7 GB (docs/benchmarks.md, issue 33
+    # item 4, fifth pass)
+    name = database_of(url)
     conn = await _admin(server_url)
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 
-from maxclaw.db.urls import plain_url, with_database
+from maxclaw.db.urls import database_of, plain_url, with_database
 from tests import pooler
 from tests.integration.test_cli import cli
 from tests.realtime_support import Client, live_server
@@ -56,7 +56,7 @@ def restore(server_url: str, path: Path, binary: str) -> str:
 
 
 def drop(server_url: str, url: str) -> None:
-    name = url.rsplit("/", 1)[1].split("?", 1)[0]
+    name = database_of(url)
     with psycopg.connect(plain_url(server_url), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

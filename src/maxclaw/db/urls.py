@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 
 def plain_url(url: str) -> str:
@@ -24,6 +24,12 @@ def with_database(url: str, database: str) -> str:
     """The same server, another database name (query string kept, e.g. a socket ``host``)."""
     parts = urlsplit(plain_url(url))
     return parts._replace(path="/" + database).geturl()
+
+
+def database_of(url: str) -> str:
+    """The database a URL names (``with_database``'s inverse). The path, not the text after the
+    last slash: a socket URL's query holds slashes too (``…/t_1?host=/tmp/pgdata``)."""
+    return unquote(urlsplit(plain_url(url)).path.lstrip("/"))
 
 
 def redact(url: str) -> str:
