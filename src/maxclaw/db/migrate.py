@@ -98,7 +98,7 @@ def at_head(database_url: str) -> bool:
 def script_head() -> str | None:
     """The head revision of the migration scripts, read from their ``revision`` and
     ``down_revision`` assignments without importing them; None unless it is one linear
-    history (tests/unit/test_migrate_head.py holds it equal to alembic's own answer)."""
+    history (tests/integration/test_migrate_head.py holds it equal to alembic's own answer)."""
     revisions: dict[str, str | None] = {}
     for path in alembic_dir().joinpath("versions").glob("*.py"):
         assigned = _assignments(path)

@@ -684,7 +684,6 @@ leased_jobs = sa.Table(
 )
 
 
-
 def live_sql() -> str:
     """The programmable part of the schema at head (sequence, functions, triggers), whole."""
     return resources.files("maxclaw.db").joinpath("live.sql").read_text(encoding="utf-8")

@@ -109,12 +109,11 @@ class HttpSender:
     async def post(self, url: str, *, content: bytes, headers: dict[str, str],
                    what: str) -> HttpAnswer:
         """POST after the guard; transport failures become retryable ``DeliveryError``s."""
-        await self.guard(url)
-        session = self.session()  # imports aiohttp
         import aiohttp
 
+        await self.guard(url)
         try:
-            async with session.post(url, data=content, headers=headers,
+            async with self.session().post(url, data=content, headers=headers,
                                            allow_redirects=False) as resp:
                 peek = await resp.content.read(RESPONSE_PEEK_BYTES)
                 return HttpAnswer(resp.status, peek.decode("utf-8", "replace"),
