@@ -97,6 +97,15 @@ async def _measure(url: str, db_name: str, round_trips: int) -> dict[str, Any]:
                                                   f"s{len(out)}", in_post)
                 for _ in range(30):  # warm: prepared statements, caches
                     await rt()
+                # Statistics as autovacuum would have them by now. Without them the first
+                # mode's plans were made for near-empty tables and kept (a cached generic plan
+                # is only remade when the table's statistics change): the answer's mirror read
+                # the user's every message through ``messages_user_sync``, a cost that grew
+                # with each round trip (2.9 → 5.8 ms per answer over the three modes). The
+                # ANALYZE invalidates them; the second warm-up plans again.
+                await admin.execute("ANALYZE")
+                for _ in range(30):
+                    await rt()
                 await admin.execute("SELECT pg_stat_statements_reset()")
                 meter = cpu.Meter()
                 pids = await cpu.backend_pids(admin)
