@@ -111,9 +111,11 @@ async def max_user(push_server: ServerProcess) -> AsyncIterator[WebUser]:
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], what: str,
-                     timeout_s: float = 15.0) -> Any:
+                     timeout_s: float = 30.0) -> Any:
     """Poll ``check`` until it returns something truthy (a browser or another process acts
-    on its own schedule; there is nothing to await across that boundary)."""
+    on its own schedule; there is nothing to await across that boundary). 30 s by default: an
+    answer's confirmation took longer than the former 15 s in a CI run on a slow 2-core
+    machine (2026-12-07, nothing shown), where the same chain takes 1-3 s when quiet."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = await check()
@@ -172,7 +174,7 @@ class PushTab:
         return shown
 
     async def wait_notifications(self, predicate: Callable[[list[dict[str, Any]]], bool],
-                                 what: str, timeout_s: float = 15.0) -> list[dict[str, Any]]:
+                                 what: str, timeout_s: float = 30.0) -> list[dict[str, Any]]:
         async def check() -> tuple[list[dict[str, Any]]] | None:
             shown = await self.notifications()
             return (shown,) if predicate(shown) else None  # a tuple: [] is a valid answer
