@@ -100,10 +100,7 @@ CREATE CONSTRAINT TRIGGER message_components_open_cards
 -- updates and starts of the device are superseded: the new row carries all they did. A lock per
 -- user serialises two transactions settling two of the user's decisions, so the second one
 -- computes its state after the first committed and neither leaves a settled card on show.
--- Its statements keep their generic plans (0026_live_activity_generic_plan): with the default,
--- `d.user_id = ANY (users)`, always called with one user, was planned again on every call.
-CREATE FUNCTION maxclaw_refresh_live_activities(users uuid[]) RETURNS integer LANGUAGE plpgsql
-    SET plan_cache_mode = force_generic_plan AS $$
+CREATE FUNCTION maxclaw_refresh_live_activities(users uuid[]) RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     u uuid;
     queued integer;
