@@ -139,7 +139,7 @@ def _summary(rows: list[dict[str, Any]], n: int, wall: float, pg_cpu: float) -> 
         "plans_per_round_trip": round(sum(r["plans"] for r in top) / n, 2),
         # statements run by triggers and functions are planned inside their caller's execution
         # (so their planning is in its exec time), and only this column shows it: the Live
-        # Activity refresh's 0.25 ms per round trip hid here (0026_live_activity_generic_plan)
+        # Activity refresh's 0.25 ms per round trip hid here (docs/benchmarks.md, issue 33)
         "nested_plan_ms_per_round_trip": round(
             sum(r["total_plan_time"] for r in ours if not r["toplevel"]) / n, 3),
         "wal_bytes_per_round_trip": round(sum(int(r["wal_bytes"]) for r in top) / n),

@@ -389,13 +389,14 @@ async def test_a_slow_reader_is_cut_loose_and_others_stay_served(server: ServerP
             code = closed.rcvd.code if closed.rcvd else None
         except TimeoutError:
             # seen once in CI under two workers of slow tests (2026-12-07), not reproduced
-            # alone or beside CPU hogs: say what the slow reader got and what the hub logged
-            # the hub's own lines, and uvicorn's about the socket (a keepalive ping that the
-            # stalled reader never answers closes it another way)
+            # alone or beside CPU hogs: say what the slow reader got, with the hub's lines and
+            # uvicorn's about the socket (a keepalive ping the stalled reader never answers
+            # closes it another way)
             realtime = [line for line in server.log_path.read_text().splitlines()
                         if any(w in line.lower() for w in ("realtime", "websocket", "ping"))]
             raise AssertionError(
                 f"the slow reader read {read} frames of {posted} and was not closed within "
-                f"60 s; the server's realtime log:\n" + "\n".join(realtime[-30:])) from None
+                f"60 s; the server's realtime and WebSocket log:\n"
+                + "\n".join(realtime[-30:])) from None
     record("abuse", slow_reader_frames_posted=posted, slow_reader_frames_read=read)
     assert code == 4408, f"the slow reader was closed with {code}"

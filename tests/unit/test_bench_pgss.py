@@ -48,8 +48,8 @@ def test_planning_counts_and_a_statement_missing_from_a_run_counts_as_zero() -> 
     base = [_run(1, _statement("SELECT p", 0.01, plan_ms=0.12)),
             _run(1, _statement("SELECT p", 0.01, plan_ms=0.14)),
             _run(1, _statement("SELECT p", 0.01, plan_ms=0.13))]
-    # the lever planned it once: below pg_stat_statements' cut (half the round trips) in two
-    # of the three runs, so absent there
+    # the lever ran it less: below bench.pgss's cut (calls in half the round trips) in two
+    # of the three runs, so absent from their statements
     lever = [_run(1, _statement("SELECT p", 0.01)), _run(1), _run(1)]
     [row] = compare(base, lever)["m"]["statements"]
     assert row["base_plan_ms_per_round_trip"] == 0.13
