@@ -121,8 +121,22 @@ def _with_pool(url: str, max_size: int, build: Callable[[Settings, Database], S]
     try:
         return asyncio.run(main())
     except MaxclawError as exc:
-        fail(exc.message)
+        fail(exc.message + _driver_cause(exc, Settings()))
         raise  # unreachable; keeps the type checker honest
+
+
+def _driver_cause(exc: BaseException, settings: Settings) -> str:
+    """For an operator, what the driver said under a 503's words: "unavailable" covers a
+    server that is gone, one that refused a connection, and a statement that outlived the
+    command timeout, and each has its own remedy. The exception's class only: its text may
+    quote a value."""
+    cause = exc.__cause__
+    if cause is None:
+        return ""
+    if isinstance(cause, TimeoutError):
+        return (f" (no answer within {settings.db_command_timeout_s:g} s, "
+                "MAXCLAW_DB_COMMAND_TIMEOUT_S)")
+    return f" ({type(cause).__name__})"
 
 
 def run_async(url: str, work: Callable[[Services], Awaitable[T]]) -> T:

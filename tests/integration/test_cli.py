@@ -169,3 +169,22 @@ async def test_concurrent_migrations_all_succeed(empty_database: str, tmp_path: 
     head = ScriptDirectory.from_config(migrate.alembic_config("unused")).get_current_head()
     with psycopg.connect(plain_url(empty_database), autocommit=True) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(head,)]
+
+
+async def test_a_statement_past_the_command_timeout_names_the_timeout(
+        database_url: str, tmp_path: Path) -> None:
+    # "unavailable" alone covers a server gone, a connection refused and a statement that
+    # outlived MAXCLAW_DB_COMMAND_TIMEOUT_S; an operator needs to know which (CI's slow step
+    # once saw six bare "unavailable" lines from `maxclaw sweep` and nothing else)
+    with psycopg.connect(plain_url(database_url)) as holder:
+        holder.execute("LOCK TABLE message_components IN ACCESS EXCLUSIVE MODE")
+        run = await cli("sweep", "--database-url", database_url,
+                        env={"MAXCLAW_DB_COMMAND_TIMEOUT_S": "0.5"}, data_dir=tmp_path)
+        holder.rollback()
+    line = run.assert_one_line_error()
+    assert "unavailable" in line
+    assert "no answer within 0.5 s, MAXCLAW_DB_COMMAND_TIMEOUT_S" in line
+    # with the lock gone the same command sweeps (nothing is due in this database)
+    run = await cli("sweep", "--database-url", database_url, data_dir=tmp_path)
+    run.assert_ok()
+    assert json.loads(run.out) == {"handed_to_main": 0, "kept_open": 0}

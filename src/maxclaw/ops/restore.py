@@ -13,6 +13,7 @@ this transaction's xid and its rev moved up by ``REV_GAP`` (order kept), and the
 jumps by the same gap. Afterwards every position a client could hold lies below every row
 (same cluster: the client is sent every row again, at revs above the ones it holds, which is a
 full snapshot), or beyond the database's bounds (new cluster: ``resync``, then a snapshot).
+Then the database is analysed, so the first requests and sweeps are planned on its real sizes.
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ async def finish_restore(database_url: str) -> dict[str, int]:
                     f"UPDATE {table} SET rev = rev + $1, xid = pg_current_xact_id()", REV_GAP)
                 await conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER {table}_stamp_rev")
                 counts[table] = int(status.split()[-1])
+        # pg_dump carries no planner statistics (before PostgreSQL 18), and until
+        # autovacuum's first analyse a freshly restored table is planned as if nearly empty:
+        # the sweep's hand-off excerpt then read a whole thread per card (seconds a batch,
+        # past the command timeout). The restamp above also left a dead version of each row.
+        await conn.execute("ANALYZE")
         return counts
     finally:
         await conn.close()
