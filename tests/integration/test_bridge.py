@@ -102,13 +102,22 @@ async def turn_state(srv: ServerProcess, who: Person, thread: str) -> str:
         return str((await http.get(f"/v1/threads/{thread}")).json()["turn_state"])
 
 
-async def settled_idle(srv: ServerProcess, who: Person, thread: str) -> None:
-    """The thread idle now and still idle after two leases (nothing queued or re-run)."""
+# How long a thread must stay idle to count as settled. After a kill, a stop or a failing
+# host, two leases: a turn whose lease lapsed would be queued again by then. After a run that
+# finished, nothing lapses: what could run again (input left undelivered) is queued at the
+# finish itself and claimed at the bridge's next poll (``--wait-s 1``), so two polls suffice.
+AFTER_A_LAPSE_S = 2 * LEASE_S
+AFTER_A_FINISH_S = 2.0
+
+
+async def settled_idle(srv: ServerProcess, who: Person, thread: str,
+                       hold_s: float = AFTER_A_LAPSE_S) -> None:
+    """The thread idle now and still idle ``hold_s`` later (nothing queued or re-run)."""
     deadline = time.monotonic() + 60
     while await turn_state(srv, who, thread) != "idle":
         assert time.monotonic() < deadline, "the thread never went idle"
         await asyncio.sleep(0.2)
-    await asyncio.sleep(2 * LEASE_S)
+    await asyncio.sleep(hold_s)
     assert await turn_state(srv, who, thread) == "idle"
 
 
@@ -176,14 +185,14 @@ async def test_the_host_runs_once_with_the_answer_across_a_kill_9(
     await post_as_max(srv, max_, thread, "Now tag the release [ask]")
     runs = await eventually(lambda: invocations(records)[2:], "the next run")
     assert runs[0]["prompt"] == "Now tag the release [ask]", runs
-    await settled_idle(srv, max_, thread)
+    await settled_idle(srv, max_, thread, AFTER_A_FINISH_S)
     assert len(invocations(records)) == 3
     asked = [json.loads(line) for line in records.read_text().splitlines() if "asked" in line]
     assert len(asked) == 2
     await answer_on_card(srv.base_url, max_, asked[1]["asked"], "no")
     runs = await eventually(lambda: invocations(records)[3:], "the run with the second answer")
     assert "Wait a week" in runs[0]["prompt"] and "Ship it" not in runs[0]["prompt"], runs
-    await settled_idle(srv, max_, thread)
+    await settled_idle(srv, max_, thread, AFTER_A_FINISH_S)
     assert len(invocations(records)) == 4
 
 
@@ -320,5 +329,5 @@ async def test_max_stops_the_turn_and_the_bridge_stops_the_host(
     await post_as_max(srv, max_, thread, "Only the tokenizer, then")
     runs = await eventually(lambda: invocations(records)[1:], "the next turn's host")
     assert [r["prompt"] for r in runs] == ["Only the tokenizer, then"]
-    await settled_idle(srv, max_, thread)
+    await settled_idle(srv, max_, thread, AFTER_A_FINISH_S)
     assert bridges[0].proc.poll() is None

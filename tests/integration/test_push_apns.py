@@ -361,3 +361,39 @@ async def test_the_second_of_two_interleaved_settles_waits_for_the_first(
 async def _settle_alone(h: Harness, sql: str, user_id: str, decision_id: int) -> None:
     async with h.services.db.transaction() as conn:
         await conn.execute(sql, user_id, decision_id)
+
+
+async def test_one_statement_settling_several_users_refreshes_each_his_own(
+        harness: Harness, apns: tuple[ApnsFake, Dispatcher]) -> None:
+    """A sweep settles many users' decisions in one statement, and the trigger hands the
+    refresh every user at once: each device gets its own user's state (the refresh runs one
+    user at a time, 0026_live_activity_per_user), and a user with no Live Activity nothing."""
+    _, dispatcher = apns
+    actors = [await harness.actor(name) for name in ("max", "ann", "bo")]
+    open_ids: dict[str, list[int]] = {}
+    for n, actor in enumerate(actors):
+        for _ in range(n + 2):  # 2, 3 and 4 open questions
+            await post_card(actor.agent, await new_thread(actor.user), CHOICE)
+        if actor.name != "bo":  # bo has no device: his decisions settle with no refresh
+            await register(actor, f"{n:02d}" * 32, live_activity_token=f"{n:02d}" * 36)
+    assert await dispatcher.run_until_idle() == 2
+    async with harness.services.db.connection() as conn:
+        for actor in actors:
+            open_ids[actor.name] = [r["id"] for r in await conn.fetch(
+                "SELECT id FROM decisions WHERE user_id = $1 AND status = 'open' ORDER BY id",
+                actor.user_id)]
+    before = len(await outbox(harness))
+    # each user's oldest decision settles, all three in one statement
+    async with harness.services.db.transaction() as conn:
+        await conn.execute(
+            "UPDATE decisions SET status = 'settled'"
+            " WHERE (user_id, id) IN (SELECT * FROM unnest($1::uuid[], $2::bigint[]))",
+            [a.user_id for a in actors], [open_ids[a.name][0] for a in actors])
+    queued = (await outbox(harness))[before:]
+    by_user = {str(r["user_id"]): r["payload"] for r in queued}
+    assert len(queued) == 2 and set(by_user) == {actors[0].user_id, actors[1].user_id}
+    for actor in actors[:2]:
+        payload = by_user[actor.user_id]
+        assert payload["event"] == "update"
+        assert payload["open_count"] == len(open_ids[actor.name]) - 1
+        assert [c["decision_id"] for c in payload["cards"]] == open_ids[actor.name][:0:-1]

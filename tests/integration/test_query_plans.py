@@ -74,6 +74,26 @@ TRIGGER_STATEMENTS = {
             "UPDATE threads SET open_cards = greatest(open_cards + 1, 0)"
             " WHERE user_id = coalesce($1::uuid, NULL) AND id = coalesce($2::uuid, NULL)",
     },
+    # the decisions triggers call it on the post and on the answer, one user at a time, and it
+    # keeps its generic plans (0026_live_activity_per_user): those must read by the user's key,
+    # and on the partitioned schema one partition (an array or a join there read them all)
+    "maxclaw_refresh_live_activities(uuid[])": {
+        "SET plan_cache_mode TO 'force_generic_plan'": "",
+        "WHERE d.user_id = u AND d.platform = 'apns'":
+            "SELECT 1 FROM push_devices AS d WHERE d.user_id = $1::uuid AND d.platform = 'apns'"
+            " AND (d.config ? 'live_activity_token' OR d.config ? 'live_activity_start_token')",
+        "FROM decisions AS x\n             WHERE x.user_id = u AND x.status = 'open'":
+            "SELECT x.id, row_number() OVER (ORDER BY x.id DESC) FROM decisions AS x"
+            " WHERE x.user_id = $1::uuid AND x.status = 'open'",
+        "WHERE p.event IS NOT NULL AND o.user_id = u AND o.decision_id IS NULL\n"
+        "               AND o.device_id = p.device_id AND o.kind = 'activity'":
+            "SELECT o.id FROM push_outbox AS o WHERE o.user_id = $1::uuid"
+            " AND o.decision_id IS NULL AND o.device_id IN (SELECT d.id FROM push_devices AS d"
+            " WHERE d.user_id = $1::uuid) AND o.kind = 'activity' AND o.status = 'pending'",
+        "WHERE d.user_id = u AND d.id = i.device_id":
+            "SELECT d.config FROM push_devices AS d WHERE d.user_id = $1::uuid"
+            " AND d.id = (SELECT max(v.id) FROM push_devices AS v WHERE v.user_id = $1::uuid)",
+    },
 }
 EXTRA_ROWS = """
 INSERT INTO turns (user_id, thread_id, status, finished_at)
@@ -309,8 +329,38 @@ async def test_round_trip_uses_indexes_only(counted: tuple[Harness, counting.Sta
         for fragment, sql in fragments.items():
             assert fragment in sources[function], (
                 f"the trigger {function} changed: update TRIGGER_STATEMENTS\n{sources[function]}")
-            statements.append((sql, (thread["user_id"], thread["id"])))
+            if not sql:  # a fragment only checked for presence
+                continue
+            args = ((thread["user_id"], thread["id"]) if "$2" in sql
+                    else (thread["user_id"],))
+            statements.append((sql, args))
     await _assert_indexed(database_url, statements)
+
+
+async def test_the_live_activity_refresh_reads_one_partition_per_table(
+        database_url: str) -> None:
+    """The refresh runs on every post and answer with its generic plans, one user at a time
+    (0026_live_activity_per_user). On the schema partitioned by user (CI's partitioned run)
+    each of its statements must read that user's partition of each table: a first version
+    named the user as an array and through a join, which a generic plan cannot prune, and read
+    every partition of ``decisions``. On the plain schema each table is one relation anyway."""
+    conn = await connect(database_url)
+    try:
+        user_id = await conn.fetchval("SELECT id::text FROM users WHERE name = $1", BUSY)
+        parent = {r["part"]: r["tbl"] for r in await conn.fetch(
+            "SELECT c.relname AS part, p.relname AS tbl FROM pg_inherits i"
+            " JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent")}
+        for sql in TRIGGER_STATEMENTS["maxclaw_refresh_live_activities(uuid[])"].values():
+            if not sql:
+                continue
+            read: dict[str, set[str]] = {}
+            for node in await _plan(conn, sql, (user_id,), "force_generic_plan"):
+                if "Relation Name" in node:
+                    relation = node["Relation Name"]
+                    read.setdefault(parent.get(relation, relation), set()).add(relation)
+            assert read and all(len(r) == 1 for r in read.values()), f"{read} in\n{sql}"
+    finally:
+        await conn.close()
 
 
 async def test_sweep_claims_through_the_due_index(database_url: str) -> None:

@@ -100,76 +100,87 @@ CREATE CONSTRAINT TRIGGER message_components_open_cards
 -- updates and starts of the device are superseded: the new row carries all they did. A lock per
 -- user serialises two transactions settling two of the user's decisions, so the second one
 -- computes its state after the first committed and neither leaves a settled card on show.
-CREATE FUNCTION maxclaw_refresh_live_activities(users uuid[]) RETURNS integer LANGUAGE plpgsql AS $$
+-- One user at a time, each statement naming him (`= u`), and the function keeps its generic
+-- plans (0026_live_activity_per_user): planned once per connection, where the array's custom
+-- plans were made on every call, and on a schema partitioned by user each generic plan reads
+-- that user's partition only (an array parameter, or a join to one, cannot be pruned).
+CREATE FUNCTION maxclaw_refresh_live_activities(users uuid[]) RETURNS integer LANGUAGE plpgsql
+    SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     u uuid;
-    queued integer;
+    shown uuid[] := '{}';
+    queued integer := 0;
+    queued_now integer;
 BEGIN
-    FOR u IN SELECT DISTINCT d.user_id FROM push_devices AS d
-              WHERE d.user_id = ANY (users) AND d.platform = 'apns'
-                AND (d.config ? 'live_activity_token' OR d.config ? 'live_activity_start_token')
-              ORDER BY d.user_id
+    FOR u IN SELECT DISTINCT w.user_id FROM unnest(users) AS w(user_id) ORDER BY w.user_id
     LOOP
-        PERFORM pg_advisory_xact_lock(hashtext('maxclaw_live_activity:' || u::text));
+        IF EXISTS (SELECT 1 FROM push_devices AS d
+                    WHERE d.user_id = u AND d.platform = 'apns'
+                      AND (d.config ? 'live_activity_token'
+                           OR d.config ? 'live_activity_start_token')) THEN
+            PERFORM pg_advisory_xact_lock(hashtext('maxclaw_live_activity:' || u::text));
+            shown := shown || u;
+        END IF;
     END LOOP;
-    IF u IS NULL THEN
-        RETURN 0;
-    END IF;
-    WITH devices AS (
-        SELECT d.user_id, d.id, d.config FROM push_devices AS d
-         WHERE d.user_id = ANY (users) AND d.platform = 'apns'
-           AND (d.config ? 'live_activity_token' OR d.config ? 'live_activity_start_token')
-    ), ranked AS (
-        SELECT x.user_id, x.id, x.component_id, x.thread_id, x.title, x.body, x.sensitive,
-               row_number() OVER (PARTITION BY x.user_id ORDER BY x.id DESC) AS rn
-          FROM decisions AS x
-         WHERE x.user_id IN (SELECT v.user_id FROM devices AS v) AND x.status = 'open'
-    ), open_set AS (
-        SELECT r.user_id, count(*) AS n,
-               coalesce(jsonb_agg(jsonb_build_object(
-                   'decision_id', r.id, 'component_id', r.component_id,
-                   'thread_id', r.thread_id, 'title', left(r.title, 60),
-                   'question', left(r.body, 120), 'secret', r.sensitive)
-                   ORDER BY r.id DESC) FILTER (WHERE r.rn <= 5), '[]'::jsonb) AS cards
-          FROM ranked AS r GROUP BY r.user_id
-    ), plan AS (
-        SELECT v.user_id, v.id AS device_id, coalesce(o.n, 0) AS n,
-               coalesce(o.cards, '[]'::jsonb) AS cards,
-               CASE WHEN v.config ? 'live_activity_token'
-                    THEN CASE WHEN coalesce(o.n, 0) > 0 THEN 'update' ELSE 'end' END
-                    WHEN coalesce(o.n, 0) > 0 AND coalesce(
-                         (v.config ->> 'live_activity_start_queued_at')::timestamptz
-                         < clock_timestamp() - interval '10 minutes', true)
-                    THEN 'start' END AS event,
-               coalesce(v.config ->> 'live_activity_token',
-                        v.config ->> 'live_activity_start_token') AS token
-          FROM devices AS v LEFT JOIN open_set AS o ON o.user_id = v.user_id
-    ), superseded AS (
-        UPDATE push_outbox AS o
-           SET status = 'dead', last_error = 'superseded: a newer Live Activity state was queued'
-          FROM plan AS p
-         WHERE p.event IS NOT NULL AND o.user_id = p.user_id AND o.decision_id IS NULL
-           AND o.device_id = p.device_id AND o.kind = 'activity' AND o.status = 'pending'
-           AND o.payload ->> 'event' IN ('update', 'start')
-        RETURNING o.id
-    ), inserted AS (
-        INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
-        SELECT p.user_id, p.device_id, NULL, 'activity', 'live-activity', jsonb_build_object(
-                   'v', 1, 'kind', 'live-activity', 'event', p.event, 'token', p.token,
-                   'timestamp', floor(extract(epoch FROM clock_timestamp()))::bigint,
-                   'open_count', p.n, 'cards', p.cards)
-          FROM plan AS p
-         WHERE p.event IS NOT NULL AND (SELECT count(*) FROM superseded) >= 0
-        RETURNING user_id, device_id, payload ->> 'event' AS event
-    ), marked AS (
-        UPDATE push_devices AS d
-           SET config = CASE WHEN i.event = 'end' THEN d.config - 'live_activity_token'
-                             ELSE d.config || jsonb_build_object(
-                                  'live_activity_start_queued_at', clock_timestamp()) END
-          FROM inserted AS i
-         WHERE d.user_id = i.user_id AND d.id = i.device_id AND i.event IN ('end', 'start')
-    )
-    SELECT count(*) INTO queued FROM inserted;
+    FOREACH u IN ARRAY shown
+    LOOP
+        WITH devices AS (
+            SELECT d.id, d.config FROM push_devices AS d
+             WHERE d.user_id = u AND d.platform = 'apns'
+               AND (d.config ? 'live_activity_token' OR d.config ? 'live_activity_start_token')
+        ), ranked AS (
+            SELECT x.id, x.component_id, x.thread_id, x.title, x.body, x.sensitive,
+                   row_number() OVER (ORDER BY x.id DESC) AS rn
+              FROM decisions AS x
+             WHERE x.user_id = u AND x.status = 'open'
+        ), open_set AS (
+            SELECT count(*) AS n,
+                   coalesce(jsonb_agg(jsonb_build_object(
+                       'decision_id', r.id, 'component_id', r.component_id,
+                       'thread_id', r.thread_id, 'title', left(r.title, 60),
+                       'question', left(r.body, 120), 'secret', r.sensitive)
+                       ORDER BY r.id DESC) FILTER (WHERE r.rn <= 5), '[]'::jsonb) AS cards
+              FROM ranked AS r
+        ), plan AS (
+            SELECT v.id AS device_id, o.n, o.cards,
+                   CASE WHEN v.config ? 'live_activity_token'
+                        THEN CASE WHEN o.n > 0 THEN 'update' ELSE 'end' END
+                        WHEN o.n > 0 AND coalesce(
+                             (v.config ->> 'live_activity_start_queued_at')::timestamptz
+                             < clock_timestamp() - interval '10 minutes', true)
+                        THEN 'start' END AS event,
+                   coalesce(v.config ->> 'live_activity_token',
+                            v.config ->> 'live_activity_start_token') AS token
+              FROM devices AS v CROSS JOIN open_set AS o
+        ), superseded AS (
+            UPDATE push_outbox AS o
+               SET status = 'dead',
+                   last_error = 'superseded: a newer Live Activity state was queued'
+              FROM plan AS p
+             WHERE p.event IS NOT NULL AND o.user_id = u AND o.decision_id IS NULL
+               AND o.device_id = p.device_id AND o.kind = 'activity' AND o.status = 'pending'
+               AND o.payload ->> 'event' IN ('update', 'start')
+            RETURNING o.id
+        ), inserted AS (
+            INSERT INTO push_outbox (user_id, device_id, decision_id, kind, collapse_id, payload)
+            SELECT u, p.device_id, NULL, 'activity', 'live-activity', jsonb_build_object(
+                       'v', 1, 'kind', 'live-activity', 'event', p.event, 'token', p.token,
+                       'timestamp', floor(extract(epoch FROM clock_timestamp()))::bigint,
+                       'open_count', p.n, 'cards', p.cards)
+              FROM plan AS p
+             WHERE p.event IS NOT NULL AND (SELECT count(*) FROM superseded) >= 0
+            RETURNING device_id, payload ->> 'event' AS event
+        ), marked AS (
+            UPDATE push_devices AS d
+               SET config = CASE WHEN i.event = 'end' THEN d.config - 'live_activity_token'
+                                 ELSE d.config || jsonb_build_object(
+                                      'live_activity_start_queued_at', clock_timestamp()) END
+              FROM inserted AS i
+             WHERE d.user_id = u AND d.id = i.device_id AND i.event IN ('end', 'start')
+        )
+        SELECT count(*) INTO queued_now FROM inserted;
+        queued := queued + queued_now;
+    END LOOP;
     IF queued > 0 AND coalesce(current_setting('maxclaw.notify', true), '') <> 'off' THEN
         PERFORM pg_notify('maxclaw_push', '');
     END IF;
