@@ -52,14 +52,17 @@ async def test_an_expired_token_is_refused(harness: Harness) -> None:
     await harness.actor("max")
     past = await harness.services.auth.create_token(
         "max", "user", expires_at=datetime.now(UTC) - timedelta(seconds=1))
-    soon = await harness.services.auth.create_token(
-        "max", "user", expires_at=datetime.now(UTC) + timedelta(seconds=2))
+    # 3 s to live: the checks before its expiry take three requests (a make test run on a busy
+    # machine once spent the 2 s this had before the third, which then got a 401)
+    expires = datetime.now(UTC) + timedelta(seconds=3)
+    soon = await harness.services.auth.create_token("max", "user", expires_at=expires)
     assert (await harness.with_token(past).get("/v1/threads")).status_code == 401
     client = harness.with_token(soon)
     assert (await client.get("/v1/threads")).status_code == 200
     listed = (await client.get("/v1/tokens")).json()["tokens"]
     assert [t["expires_at"] is not None for t in listed][-2:] == [True, True]
-    await asyncio.sleep(2.2)  # past its expiry: the cache does not outlive it
+    # past its expiry: the cache does not outlive it
+    await asyncio.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 0.2)
     assert (await client.get("/v1/threads")).status_code == 401
 
 
