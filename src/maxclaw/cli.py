@@ -107,8 +107,9 @@ def _with_pool(url: str, max_size: int, build: Callable[[Settings, Database], S]
     from maxclaw.errors import MaxclawError
     from maxclaw.ops.services import database_for
 
+    settings = Settings(database_url=url)
+
     async def main() -> T:
-        settings = Settings(database_url=url)
         db = database_for(settings, min_size=1, max_size=max_size)
         await db.open()
         built = build(settings, db)
@@ -121,7 +122,7 @@ def _with_pool(url: str, max_size: int, build: Callable[[Settings, Database], S]
     try:
         return asyncio.run(main())
     except MaxclawError as exc:
-        fail(exc.message + _driver_cause(exc, Settings()))
+        fail(exc.message + _driver_cause(exc, settings))
         raise  # unreachable; keeps the type checker honest
 
 
@@ -134,8 +135,11 @@ def _driver_cause(exc: BaseException, settings: Settings) -> str:
     if cause is None:
         return ""
     if isinstance(cause, TimeoutError):
+        # a statement past the command timeout, almost always; a connection the pool opens
+        # on checkout (to replace a closed one) times out as TimeoutError too, after
+        # asyncpg's own 60 s
         return (f" (no answer within {settings.db_command_timeout_s:g} s, "
-                "MAXCLAW_DB_COMMAND_TIMEOUT_S)")
+                "MAXCLAW_DB_COMMAND_TIMEOUT_S, or no connection within 60 s)")
     return f" ({type(cause).__name__})"
 
 
