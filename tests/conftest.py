@@ -26,6 +26,7 @@ from maxclaw.db.database import Database
 from maxclaw.db.urls import plain_url, with_database
 from maxclaw.settings import Settings
 from tests import pg, pooler
+from tests.local_http import LOCAL_TLS
 
 # Every app and server a test starts seals secret answers under this key unless the test says
 # otherwise (tests/integration/test_secrets_at_rest.py covers the key file and wrong keys).
@@ -287,7 +288,11 @@ def start_server(database_url: str, log_path: Path, port: int | None = None,
                  ) -> ServerProcess:
     """The real ``maxclaw serve`` as a subprocess on a free port; waits for /readyz."""
     port = port or free_port()
+    # MCP_PRELOAD off: most tests never call /mcp, and the SDK's import at start cost every
+    # serve ~0.35 s of CPU (a tenth of `make test`'s serve CPU); a lazy /mcp imports it at its
+    # first request. test_mcp's replicas run one of each (docs/benchmarks.md, item 4).
     full_env = {**os.environ, "MAXCLAW_DATABASE_URL": database_url, "MAXCLAW_LOG_JSON": "true",
+                "MAXCLAW_MCP_PRELOAD": "false",
                 **{f"MAXCLAW_{k.upper()}": str(v).lower() for k, v in TEST_QUOTAS.items()},
                 **pooler.env_for(database_url), **(env or {})}
     log_file = log_path.open("ab")
@@ -296,16 +301,20 @@ def start_server(database_url: str, log_path: Path, port: int | None = None,
     log_file.close()  # the child holds its own copy; ours would leak (ResourceWarning = error)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + ready_within_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"serve exited early:\n{log_path.read_text()[-3000:]}")
-        try:
-            if httpx.get(base + "/readyz", timeout=1).status_code == 200:
-                return ServerProcess(proc, base, database_url, log_path)
-        except httpx.HTTPError:
-            pass
-        # another process has no event to await: poll /readyz, bounded by the deadline above
-        time.sleep(0.1)
+    # one client for every poll: each new httpx client builds an SSL context (~22 ms of CPU,
+    # certifi's bundle), and ten a second, while the serve started, were a fifth of the
+    # workers' CPU in `make test` (py-spy, docs/benchmarks.md, item 4)
+    with httpx.Client(timeout=1, verify=LOCAL_TLS) as http:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"serve exited early:\n{log_path.read_text()[-3000:]}")
+            try:
+                if http.get(base + "/readyz").status_code == 200:
+                    return ServerProcess(proc, base, database_url, log_path)
+            except httpx.HTTPError:
+                pass
+            # another process has no event to await: poll /readyz, bounded by the deadline
+            time.sleep(0.1)
     proc.kill()
     proc.wait()  # reaped here, or its Popen warns (ResourceWarning) in some later test
     raise RuntimeError(f"serve did not become ready:\n{log_path.read_text()[-3000:]}")

@@ -21,6 +21,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from maxclaw.app import create_app
 from tests.conftest import app_settings, free_port
+from tests.local_http import LOCAL_TLS
 
 Key = tuple[str, Any]  # (table, record id)
 State = dict[Key, dict[str, Any]]
@@ -52,7 +53,8 @@ class LiveServer:
 
     def http(self, token: str | None) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=30)
+        client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=30,
+                                   verify=LOCAL_TLS)
         self.opened.append(client)  # closed when the server stops
         return client
 

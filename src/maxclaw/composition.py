@@ -131,7 +131,8 @@ def build_services(settings: Settings, db: Database, metrics: Metrics,
                         window_rows=settings.model_window_rows,
                         window_bytes=settings.model_window_bytes)
     agent_threads = AgentThreadService(db, clock, timeline, secrets)
-    mcp_http = McpHttpApp(auth, tools, agent_messages, agent_threads, quotas)
+    mcp_http = McpHttpApp(auth, tools, agent_messages, agent_threads, quotas,
+                          preload=settings.mcp_preload)
     realtime = RealtimeHub(db, poll_s=settings.realtime_poll_s, registry=metrics.registry,
                            batch_bytes=settings.realtime_batch_bytes, listener=listener)
     search = SearchService(db)

@@ -111,6 +111,12 @@ class Settings(BaseSettings):
     apns_key_id: str | None = None
     apns_team_id: str | None = None
 
+    # `/mcp`: import the MCP SDK when `serve` starts (in the background, off the event loop),
+    # or only at the first /mcp request. The import costs ~0.35 s of CPU and ~16 MB per
+    # process; a replica whose agents use REST or `maxclaw mcp` (stdio) never needs it, and the
+    # first /mcp request of a lazy one waits for the import once (docs/operations.md)
+    mcp_preload: bool = True
+
     max_body_bytes: int = 1024 * 1024
     # `serve`: a request's headers must arrive within this (slowloris; headertimeout.py)
     header_timeout_s: float = 10.0

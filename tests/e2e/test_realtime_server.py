@@ -22,6 +22,7 @@ from maxclaw.db.database import Database, connect
 from maxclaw.realtime import store
 from tests.cards import CHOICE, new_thread, post_card
 from tests.conftest import ServerProcess, start_server
+from tests.local_http import LOCAL_TLS
 from tests.realtime_support import Client, User, make_user, rest_state
 
 
@@ -42,7 +43,7 @@ class Cluster:
         return server
 
     def http(self, server: ServerProcess, token: str) -> httpx.AsyncClient:
-        client = httpx.AsyncClient(base_url=server.base_url, timeout=30,
+        client = httpx.AsyncClient(base_url=server.base_url, timeout=30, verify=LOCAL_TLS,
                                    headers={"Authorization": f"Bearer {token}"})
         self.clients.append(client)
         return client

@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from tests.conftest import TEST_SECRET_KEY, ServerProcess, free_port
+from tests.local_http import LOCAL_TLS
 
 MAXCLAW = str(Path(sys.executable).parent / "maxclaw")
 READY_WITHIN_S = 30.0  # the README's promise for a first start on the embedded database
@@ -43,15 +44,17 @@ class Serve:
         """Poll /readyz until 200; returns the seconds it took. The process is external, so
         polling is the only signal there is."""
         started = time.monotonic()
-        while time.monotonic() - started < within_s:
-            if self.proc.poll() is not None:
-                pytest.fail(f"serve exited with {self.proc.returncode}:\n{self.err()[-3000:]}")
-            try:
-                if httpx.get(self.base_url + "/readyz", timeout=1).status_code == 200:
-                    return time.monotonic() - started
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        with httpx.Client(timeout=1, verify=LOCAL_TLS) as http:
+            while time.monotonic() - started < within_s:
+                if self.proc.poll() is not None:
+                    pytest.fail(f"serve exited with {self.proc.returncode}:\n"
+                                f"{self.err()[-3000:]}")
+                try:
+                    if http.get(self.base_url + "/readyz").status_code == 200:
+                        return time.monotonic() - started
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
         pytest.fail(f"/readyz not 200 within {within_s} s:\n{self.err()[-3000:]}")
 
     def stop(self, sig: int = signal.SIGINT) -> int:

@@ -29,6 +29,7 @@ from maxclaw.db.database import Database
 from maxclaw.metrics import Metrics
 from maxclaw.settings import Settings
 from tests.conftest import Actor
+from tests.local_http import LOCAL_TLS
 
 CHROMIUM = "/usr/bin/chromium"
 # The browser tests run on one event loop per xdist worker, so they share one Playwright driver
@@ -89,7 +90,7 @@ async def make_user(database_url: str, base_url: str, name: str = "max") -> WebU
         await db.close()
 
     def client(token: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=base_url, timeout=15,
+        return httpx.AsyncClient(base_url=base_url, timeout=15, verify=LOCAL_TLS,
                                  headers={"Authorization": f"Bearer {token}"})
 
     return WebUser(name, user_id, main_id, user_token, agent_token, client(user_token),

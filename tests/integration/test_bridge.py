@@ -97,6 +97,11 @@ async def eventually(check: Any, what: str, within_s: float = 60,
     raise AssertionError(f"timed out waiting for {what}{said}")
 
 
+def bridge_lines(run: BridgeRun) -> list[dict[str, Any]]:
+    """The bridge's JSON log lines so far."""
+    return [json.loads(line) for line in run.text().splitlines() if line.startswith("{")]
+
+
 async def turn_state(srv: ServerProcess, who: Person, thread: str) -> str:
     async with rest(srv.base_url, who.user_token) as http:
         return str((await http.get(f"/v1/threads/{thread}")).json()["turn_state"])
@@ -217,7 +222,14 @@ async def test_a_failing_host_runs_once_more_then_is_left_for_max(
                              env=env))
     await post_as_max(srv, max_, thread, "Fix the flaky test")
     await eventually(lambda: "left for Max" in bridges[0].text(), "the bridge to give up")
-    await settled_idle(srv, max_, thread)
+    # the bridge finished the turn it gave up on (no lease is left to lapse): only a requeue
+    # at that finish could run it again, claimed at the next poll, so the shorter hold proves it
+    ends = await eventually(lambda: [line for line in bridge_lines(bridges[0])
+                                     if line["msg"] == "turn finished"][1:],
+                            "the bridge to finish the turn it gave up on", log=bridges[0])
+    assert ends[0]["requeued"] is False, ends
+    assert "could not finish the turn" not in bridges[0].text()
+    await settled_idle(srv, max_, thread, AFTER_A_FINISH_S)
 
     if failure != "missing":
         runs = invocations(records)
@@ -226,7 +238,7 @@ async def test_a_failing_host_runs_once_more_then_is_left_for_max(
     assert [r["role"] for r in rows] == ["user", "event", "assistant"], rows
     assert FAILED_MARK in rows[1]["body"]
     assert GAVE_UP_MARK in rows[2]["body"]
-    lines = [json.loads(line) for line in bridges[0].text().splitlines() if line.startswith("{")]
+    lines = bridge_lines(bridges[0])
     kind = {"exit": "failed", "missing": "cannot be started", "hang": "timeout"}[failure]
     assert any(kind in line["msg"] for line in lines), lines
     assert bridges[0].proc.poll() is None  # a failing host does not stop the bridge

@@ -16,13 +16,14 @@ import pytest
 
 from tests.conftest import ServerProcess
 from tests.integration.test_cli import cli
+from tests.local_http import LOCAL_TLS
 
 # a dozen CLI processes (each imports the app and connects): seconds idle, minutes at load 16
 pytestmark = pytest.mark.timeout(300)
 
 
 def client(srv: ServerProcess, token: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=srv.base_url, timeout=10,
+    return httpx.AsyncClient(base_url=srv.base_url, timeout=10, verify=LOCAL_TLS,
                              headers={"Authorization": f"Bearer {token}"})
 
 

@@ -30,6 +30,7 @@ from maxclaw.auth.service import AuthService
 from maxclaw.cards.definitions import card_args_schema
 from maxclaw.db.database import Database
 from tests.conftest import ServerProcess, free_port, start_server
+from tests.local_http import LOCAL_TLS
 
 MAXCLAW = str(Path(sys.executable).parent / "maxclaw")
 # each test starts real servers and MCP subprocesses: seconds on an idle machine, but up to
@@ -75,7 +76,7 @@ async def bound_token(database_url: str, name: str, thread_id: str) -> str:
 
 
 def rest(base_url: str, token: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=base_url, timeout=15,
+    return httpx.AsyncClient(base_url=base_url, timeout=15, verify=LOCAL_TLS,
                              headers={"Authorization": f"Bearer {token}"})
 
 
@@ -142,11 +143,11 @@ def servers(database_url: str, tmp_path: Path) -> Iterator[list[ServerProcess]]:
 
 
 def serve(servers: list[ServerProcess], database_url: str, tmp_path: Path,
-          port: int | None = None) -> ServerProcess:
+          port: int | None = None, env: dict[str, str] | None = None) -> ServerProcess:
     # these tests start several servers and MCP processes each; on a busy machine (the
     # 2-core CI box running the suite with -n auto) a start can take longer than 30 s
     srv = start_server(database_url, tmp_path / f"serve-{len(servers)}.log", port=port,
-                       ready_within_s=90)
+                       env=env, ready_within_s=90)
     servers.append(srv)
     return srv
 
@@ -281,10 +282,24 @@ async def run_cli(*args: str, env: dict[str, str]) -> Run:
 
 # ---- streamable HTTP -------------------------------------------------------------------------
 
+def mcp_ready_lines(srv: ServerProcess) -> list[dict[str, Any]]:
+    """The serve's log lines saying its /mcp endpoint (the SDK) is ready."""
+    return [json.loads(line) for line in srv.log_path.read_text().splitlines()
+            if '"the MCP endpoint is ready"' in line]
+
+
 async def test_http_round_trip_across_replicas(
         database_url: str, tmp_path: Path, servers: list[ServerProcess]) -> None:
-    a = serve(servers, database_url, tmp_path)
-    b = serve(servers, database_url, tmp_path)
+    # a loads the MCP SDK as it starts (MAXCLAW_MCP_PRELOAD, the default); b at its first
+    # /mcp request: the same endpoint either way
+    a = serve(servers, database_url, tmp_path, env={"MAXCLAW_MCP_PRELOAD": "true"})
+    b = serve(servers, database_url, tmp_path, env={"MAXCLAW_MCP_PRELOAD": "false"})
+    for _ in range(600):
+        if mcp_ready_lines(a):
+            break
+        await asyncio.sleep(0.1)
+    assert [line["preload"] for line in mcp_ready_lines(a)] == [True]
+    assert mcp_ready_lines(b) == []  # ready (/readyz) with no SDK loaded
     [max_] = await people(database_url, "max")
     thread = await new_thread(a.base_url, max_)
     bound = await bound_token(database_url, "max", thread)
@@ -295,7 +310,9 @@ async def test_http_round_trip_across_replicas(
         component_id = await ask_and_check(on_a)
         # the same request sent again (same JSON-RPC id, same arguments) is the same card
         again = await resend_ask(a.base_url, max_.agent_token, thread, request_id=77)
+        assert mcp_ready_lines(b) == []
         assert again == await resend_ask(b.base_url, max_.agent_token, thread, request_id=77)
+        assert [line["preload"] for line in mcp_ready_lines(b)] == [False]
     a.stop()  # replica a goes away while the card waits: b serves the rest, nothing is lost
     await answer_on_card(b.base_url, max_, component_id, "yes")
     # a thread-bound token fixes the thread: no header needed
