@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,15 @@ from typing import Any
 from bench import roundtrip, server
 from bench.loop import closed_loop
 from bench.pg import BenchDatabase, choose_server
+
+
+def _py_spy() -> str:
+    """py-spy from this environment's bin (a venv not on PATH), else from PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    found = str(beside) if beside.exists() else shutil.which("py-spy")
+    if found is None:
+        raise SystemExit("py-spy not found: pip install py-spy (the bench extra has it)")
+    return found
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -104,7 +115,7 @@ def _server(url: str, clients: int, seconds: float, mode: str = "x",
     srv = server.start(url, logs / "serve.log")
     out = RESULTS / f"profile-server-{mode}-{clients}{'-native' if native else ''}.txt"
     try:
-        spy = subprocess.Popen(["py-spy", "record", "--pid", str(srv.proc.pid), "--duration",
+        spy = subprocess.Popen([_py_spy(), "record", "--pid", str(srv.proc.pid), "--duration",
                                 str(int(seconds)), "--rate", "250", "--format", "raw",
                                 "--output", str(out),
                                 # --native (C frames: asyncpg's protocol, uvloop, httptools)

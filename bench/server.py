@@ -63,6 +63,24 @@ class Server:
 BENCH_SECRET_KEY = "YmVuY2gtb25seS1rZXktbm90LWZvci1yZWFsLXVzZTA"
 
 
+def settle(pid: int, window_s: float = 0.25, busy_share: float = 0.1,
+           timeout_s: float = 10.0) -> None:
+    """Wait until the process is quiet: two windows in a row below ``busy_share`` of a core.
+
+    Ready is not idle: after /readyz a replica still imports the MCP SDK in the background
+    (``MAXCLAW_MCP_PRELOAD``, ~0.4 s of CPU), and a point measured at once counted it (8% of a
+    20 s profile's samples were that import). An older tree without that work settles in two
+    windows."""
+    proc = psutil.Process(pid)
+    deadline = time.monotonic() + timeout_s
+    quiet = 0
+    while quiet < 2 and time.monotonic() < deadline:
+        before = sum(proc.cpu_times()[:2])
+        time.sleep(window_s)
+        used = sum(proc.cpu_times()[:2]) - before
+        quiet = quiet + 1 if used < busy_share * window_s else 0
+
+
 def start(database_url: str, log_path: Path, env: dict[str, str] | None = None,
           module: str = "maxclaw.cli") -> Server:
     """Start ``python -m <module> serve`` (the real CLI unless a prototype launcher is named)
@@ -84,6 +102,7 @@ def start(database_url: str, log_path: Path, env: dict[str, str] | None = None,
                                    f"{log_path.read_text()[-3000:]}")
             try:
                 if http.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                    settle(proc.pid)
                     return Server(proc, port, log_path)
             except httpx.HTTPError:
                 pass
