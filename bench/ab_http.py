@@ -47,6 +47,16 @@ def _start(url: str, tree: Path, logs: Path, name: str, socket_dir: str | None =
     return server.start(url, logs / f"serve-{name}.log", env=env)
 
 
+def tree_row(tree: str, clients: int, slices: list[Samples]) -> dict[str, Any]:
+    """One tree's point from its merged slices, printed as a JSON line as it is made."""
+    res = Samples.merge(slices).result(clients)
+    row = {"tree": tree, "clients": clients, "rate_per_s": res["rate_per_s"],
+           "p50_ms": res["latency"].get("p50_ms"), "cpu_ms": res.get("cpu_ms_per_round_trip"),
+           "errors": res.get("errors"), "loadavg": os.getloadavg()[0]}
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def run(url: str, trees: dict[str, Path], clients: list[int], rounds: int, seconds: float,
         mode: str, sockets: dict[str, str | None] | None = None,
         setup: dict[str, str] | None = None,
@@ -75,14 +85,7 @@ def run(url: str, trees: dict[str, Path], clients: list[int], rounds: int, secon
                         url, srv, ids[:n], stocks, f"ab{n}{name}{r}", 0.5, seconds,
                         mode == "x"))
                     parts[name].append(got)
-            for name in trees:
-                res = Samples.merge(parts[name]).result(n)
-                row = {"tree": name, "clients": n, "rate_per_s": res["rate_per_s"],
-                       "p50_ms": res["latency"].get("p50_ms"),
-                       "cpu_ms": res.get("cpu_ms_per_round_trip"),
-                       "errors": res.get("errors"), "loadavg": os.getloadavg()[0]}
-                out.append(row)
-                print(json.dumps(row), flush=True)
+            out.extend(tree_row(name, n, parts[name]) for name in trees)
     finally:
         for srv in servers.values():
             srv.stop()

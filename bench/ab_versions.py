@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import roundtrip, server
+from bench.ab_http import tree_row
 from bench.loop import Samples
 from bench.pg import BenchDatabase, choose_server
 
@@ -87,14 +88,7 @@ def measure(urls: dict[str, str], servers: dict[str, server.Server],
                     urls[name], srv, ids[name][:n], stocks, f"v{n}{name}{r}", 0.5, seconds,
                     mode == "x"))
                 parts[name].append(got)
-        for name in servers:
-            res = Samples.merge(parts[name]).result(n)
-            row = {"tree": name, "clients": n, "rate_per_s": res["rate_per_s"],
-                   "p50_ms": res["latency"].get("p50_ms"),
-                   "cpu_ms": res.get("cpu_ms_per_round_trip"),
-                   "errors": res.get("errors"), "loadavg": os.getloadavg()[0]}
-            out.append(row)
-            print(json.dumps(row), flush=True)
+        out.extend(tree_row(name, n, parts[name]) for name in servers)
     return out
 
 
