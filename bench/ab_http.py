@@ -26,6 +26,7 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -47,14 +48,42 @@ def _start(url: str, tree: Path, logs: Path, name: str, socket_dir: str | None =
     return server.start(url, logs / f"serve-{name}.log", env=env)
 
 
-def tree_row(tree: str, clients: int, slices: list[Samples]) -> dict[str, Any]:
-    """One tree's point from its merged slices, printed as a JSON line as it is made."""
-    res = Samples.merge(slices).result(clients)
-    row = {"tree": tree, "clients": clients, "rate_per_s": res["rate_per_s"],
-           "p50_ms": res["latency"].get("p50_ms"), "cpu_ms": res.get("cpu_ms_per_round_trip"),
-           "errors": res.get("errors"), "loadavg": os.getloadavg()[0]}
-    print(json.dumps(row), flush=True)
-    return row
+@dataclass
+class Side:
+    """One tree's server, its database and users, and SQL run before each of its slices."""
+
+    url: str
+    server: server.Server
+    ids: list[roundtrip.Identity]
+    setup_sql: str | None = None
+
+
+def take_turns(sides: dict[str, Side], clients: list[int], rounds: int, seconds: float,
+               mode: str, tag: str) -> list[dict[str, Any]]:
+    """At each client count the sides take turns ``rounds`` times (fresh threads each turn,
+    0.5 s warm-up); each side's slices are merged into its point, printed as it is made."""
+    out: list[dict[str, Any]] = []
+    for n in clients:
+        parts: dict[str, list[Samples]] = {name: [] for name in sides}
+        for r in range(rounds):
+            for name, side in sides.items():
+                if side.setup_sql:
+                    roundtrip.run_async(execute_sql(side.url, side.setup_sql))
+                stocks = roundtrip.run_async(roundtrip.make_stocks(
+                    side.url, side.ids[:n], roundtrip.stock_size(n, seconds + 0.5, 400)))
+                got, _ = roundtrip.run_async(roundtrip.http_point(
+                    side.url, side.server, side.ids[:n], stocks, f"{tag}{n}{name}{r}", 0.5,
+                    seconds, mode == "x"))
+                parts[name].append(got)
+        for name in sides:
+            res = Samples.merge(parts[name]).result(n)
+            row = {"tree": name, "clients": n, "rate_per_s": res["rate_per_s"],
+                   "p50_ms": res["latency"].get("p50_ms"),
+                   "cpu_ms": res.get("cpu_ms_per_round_trip"),
+                   "errors": res.get("errors"), "loadavg": os.getloadavg()[0]}
+            out.append(row)
+            print(json.dumps(row), flush=True)
+    return out
 
 
 def run(url: str, trees: dict[str, Path], clients: list[int], rounds: int, seconds: float,
@@ -71,25 +100,13 @@ def run(url: str, trees: dict[str, Path], clients: list[int], rounds: int, secon
     servers = {name: _start(url, tree, logs, name, (sockets or {}).get(name),
                             (envs or {}).get(name))
                for name, tree in trees.items()}
-    out: list[dict[str, Any]] = []
+    sides = {name: Side(url, srv, ids, (setup or {}).get(name))
+             for name, srv in servers.items()}
     try:
-        for n in clients:
-            parts: dict[str, list[Samples]] = {name: [] for name in trees}
-            for r in range(rounds):
-                for name, srv in servers.items():
-                    if setup and setup.get(name):
-                        roundtrip.run_async(execute_sql(url, setup[name]))
-                    stocks = roundtrip.run_async(roundtrip.make_stocks(
-                        url, ids[:n], roundtrip.stock_size(n, seconds + 0.5, 400)))
-                    got, _ = roundtrip.run_async(roundtrip.http_point(
-                        url, srv, ids[:n], stocks, f"ab{n}{name}{r}", 0.5, seconds,
-                        mode == "x"))
-                    parts[name].append(got)
-            out.extend(tree_row(name, n, parts[name]) for name in trees)
+        return take_turns(sides, clients, rounds, seconds, mode, "ab")
     finally:
         for srv in servers.values():
             srv.stop()
-    return out
 
 
 def main() -> None:

@@ -10,9 +10,9 @@ loaded (``--cards``) and given its users by that tree's own code (a subprocess w
 first on ``PYTHONPATH``), so a checkout from before a round's migrations can be measured
 against today's: the question "how much of the database work per round trip did the round
 remove" asked on one machine in one run, which absolute figures from different machines
-cannot answer. The servers then take turns exactly as in ``bench.ab_http`` (fresh threads
-each turn, the same HTTP load process, CPU per round trip by process: each database's
-backends, each server). Both databases are dropped at the end.
+cannot answer. The servers then take turns exactly as in ``bench.ab_http``
+(``ab_http.take_turns``: fresh threads each turn, the same HTTP load process, CPU per round
+trip by process: each database's backends, each server). Both databases are dropped at the end.
 
 An older tree may need a dependency this checkout no longer declares (e.g. ``apscheduler``
 before the sweeps left it): ``pip install --target DIR <package>`` and ``--before-deps DIR``
@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import roundtrip, server
-from bench.ab_http import tree_row
-from bench.loop import Samples
+from bench.ab_http import Side, take_turns
 from bench.pg import BenchDatabase, choose_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,24 +73,6 @@ def prepare(url: str, tree: Path, deps: Path | None, tag: str, users: int,
     return [roundtrip.Identity(**row) for row in json.loads(proc.stdout.splitlines()[-1])]
 
 
-def measure(urls: dict[str, str], servers: dict[str, server.Server],
-            ids: dict[str, list[roundtrip.Identity]], clients: list[int], rounds: int,
-            seconds: float, mode: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for n in clients:
-        parts: dict[str, list[Samples]] = {name: [] for name in servers}
-        for r in range(rounds):
-            for name, srv in servers.items():
-                stocks = roundtrip.run_async(roundtrip.make_stocks(
-                    urls[name], ids[name][:n], roundtrip.stock_size(n, seconds + 0.5, 400)))
-                got, _ = roundtrip.run_async(roundtrip.http_point(
-                    urls[name], srv, ids[name][:n], stocks, f"v{n}{name}{r}", 0.5, seconds,
-                    mode == "x"))
-                parts[name].append(got)
-        out.extend(tree_row(name, n, parts[name]) for name in servers)
-    return out
-
-
 def ratios(rows: list[dict[str, Any]]) -> list[str]:
     """after / before per client count: round trips/s and CPU per round trip by process."""
     lines = []
@@ -121,8 +102,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=["x", "c"], default="x")
     # Not 0: on tables that are empty when a statement's plan is cached (a generic plan), the
     # plan is made for empty tables (sequential scans) and kept while the run fills them,
-    # until autovacuum analyses them (a minute): measured, the current tree then cost 1.85-1.94x
-    # the earlier one's PostgreSQL CPU at one client, against 1.19x on analysed tables
+    # until autovacuum's next ANALYZE (its naptime is a minute): measured, the current tree
+    # then cost 1.85-1.94x the earlier one's PostgreSQL CPU at one client, against 1.19x on
+    # analysed tables
     parser.add_argument("--cards", type=int, default=20_000,
                         help="cards each tree loads (and ANALYZEs) into its database first")
     parser.add_argument("--before-deps", type=Path, metavar="DIR",
@@ -156,7 +138,8 @@ def main() -> None:
             servers[name] = server.start(urls[name], logs / f"serve-{name}.log",
                                          env={"PYTHONPATH": tree_path(tree, deps[name])})
         print(f"load average {os.getloadavg()}", flush=True)
-        rows = measure(urls, servers, ids, clients, args.rounds, args.seconds, args.mode)
+        sides = {name: Side(urls[name], servers[name], ids[name]) for name in trees}
+        rows = take_turns(sides, clients, args.rounds, args.seconds, args.mode, "v")
         print(f"load average {os.getloadavg()}", flush=True)
     finally:
         for srv in servers.values():

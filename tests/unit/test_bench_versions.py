@@ -76,7 +76,7 @@ def test_settle_waits_out_a_busy_start_and_returns_on_a_quiet_process() -> None:
     busy = subprocess.Popen([sys.executable, "-c", "import time\nend = time.monotonic() + 1.0\n"
                              "while time.monotonic() < end: pass\ntime.sleep(30)"])
     try:
-        time.sleep(0.1)
+        # no head start: the child's interpreter start-up is busy too, then the busy second
         began = time.monotonic()
         settle(busy.pid)
         waited = time.monotonic() - began
