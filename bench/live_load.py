@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import sys
 import time
 from typing import Any
@@ -276,8 +277,30 @@ class Socket:
 
 
 def _emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+    """One JSON line to the orchestrator, written whole: a short write (stdout left
+    non-blocking, a signal) continues where it stopped instead of leaving half a line."""
+    _write_all(sys.stdout.fileno(), (json.dumps(event) + "\n").encode())
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            select.select([], [fd], [], 1.0)
+
+
+def _finished(result: dict[str, Any], path: str | None) -> dict[str, Any]:
+    """The per-socket results go in a file beside the client's log (hundreds of KB at 1,000
+    sockets) and the line says where: a pipe then carries only short lines."""
+    if path is None:
+        return result
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f)
+    os.replace(tmp, path)
+    return {"event": "finished", "result_path": path, "bytes": os.path.getsize(path)}
 
 
 async def _command() -> dict[str, Any]:
@@ -350,7 +373,7 @@ def main() -> None:
     except ImportError:
         result = asyncio.run(work)
     if job["kind"] == "sockets":
-        _emit(result)
+        _emit(_finished(result, job.get("result_path")))
     else:
         json.dump(result, sys.stdout)
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -238,7 +239,7 @@ class Worker:
                 sys.executable, "-m", "bench.live_load", stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, limit=2**30)
         worker = cls(proc, [s["sid"] for s in job["sockets"]], log_path)
-        await worker.send(job)
+        await worker.send({**job, "result_path": str(log_path.with_suffix(".result.json"))})
         return worker
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -249,11 +250,27 @@ class Worker:
     async def event(self, within_s: float) -> dict[str, Any]:
         assert self.proc.stdout is not None
         line = await asyncio.wait_for(self.proc.stdout.readline(), within_s)
-        if not line:
-            raise RuntimeError(f"client process {self.proc.pid} exited:\n"
-                               f"{self.log_path.read_text(errors='replace')[-3000:]}")
-        event: dict[str, Any] = json.loads(line)
+        if not line.endswith(b"\n"):  # the process ended, mid-line or before writing one
+            raise RuntimeError(await self._ended(f"after {len(line):,} bytes of a line"))
+        try:
+            event: dict[str, Any] = json.loads(line)
+        except ValueError as exc:
+            raise RuntimeError(await self._ended(
+                f"a line of {len(line):,} bytes that is not JSON ({exc}): "
+                f"{line[:200]!r}")) from exc
+        if "result_path" in event:  # a large result travels in a file, not the pipe
+            text = await asyncio.to_thread(Path(event["result_path"]).read_text)
+            loaded: dict[str, Any] = json.loads(text)
+            return loaded
         return event
+
+    async def _ended(self, what: str) -> str:
+        """Why the line is bad, for the report: the process's exit status and its log."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 5)
+        return (f"client process {self.proc.pid} sent {what}; exit status "
+                f"{self.proc.returncode}; its log ({self.log_path}) ends:\n"
+                f"{self.log_path.read_text(errors='replace')[-3000:]}")
 
     def cpu_s(self) -> float:
         try:

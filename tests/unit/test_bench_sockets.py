@@ -4,21 +4,26 @@ it), and how a socket's frames are counted (every socket of the owner, duplicate
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import resource
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from bench.live_load import Socket
+from bench.live_load import Socket, _write_all
 from bench.sockets import (
     CLIENT_FDS,
     SERVER_FDS,
     Plan,
     Refused,
     Run,
+    Worker,
     check_limits,
     main,
     make_plan,
@@ -170,3 +175,65 @@ def test_profile_summary_shares(tmp_path: Path) -> None:
     assert got["self_pct"][0] == ["send (b/ws.py)", 75.0]
     # the chain every sample shares is left out of the inclusive list
     assert got["inclusive_pct"] == [["send (b/ws.py)", 75.0], ["dumps (c/json.py)", 25.0]]
+
+
+def test_a_client_process_returns_its_results_through_a_file(tmp_path: Path) -> None:
+    """The per-socket results (hundreds of KB at 1,000 sockets) come back through a file beside
+    the client's log; the pipe carries only the short line that names it (a CI run once read
+    219,264 bytes of that line inline and failed to parse it)."""
+    async def exchange() -> tuple[dict[str, Any], dict[str, Any]]:
+        worker = await Worker.start({"kind": "sockets", "host": "127.0.0.1", "sockets": []},
+                                    tmp_path / "client-0.log")
+        try:
+            ready = await worker.event(60)
+            await worker.send({"cmd": "finish", "expected": {}})
+            return ready, await worker.event(60)
+        finally:
+            worker.stop()
+            assert worker.proc.stdin is not None
+            worker.proc.stdin.close()
+            await worker.proc.wait()
+
+    ready, finished = asyncio.run(exchange())
+    assert ready["event"] == "ready" and ready["synced"] == 0
+    assert finished["event"] == "finished" and finished["sockets"] == []
+    assert json.loads((tmp_path / "client-0.result.json").read_text()) == finished
+
+
+def test_a_cut_line_says_how_the_client_process_ended(tmp_path: Path) -> None:
+    log = tmp_path / "client-0.log"
+    log.write_text("Traceback: the reason\n")
+
+    async def read() -> None:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "import sys; sys.stdout.write('{\"a\": 1'); sys.exit(3)",
+            stdout=subprocess.PIPE)
+        try:
+            await Worker(proc, [], log).event(60)
+        finally:
+            await proc.wait()
+
+    with pytest.raises(RuntimeError, match=r"after 7 bytes of a line; exit status 3") as err:
+        asyncio.run(read())
+    assert "Traceback: the reason" in str(err.value)
+
+
+def test_a_long_line_is_written_whole_to_a_non_blocking_pipe() -> None:
+    """``_emit``'s writer: a pipe left non-blocking takes a 1 MB line in pieces, none lost."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    data = b"x" * 1_000_000 + b"\n"
+    got = bytearray()
+
+    def drain() -> None:
+        while chunk := os.read(r, 65536):
+            got.extend(chunk)
+            time.sleep(0.001)  # slower than the writer, so the pipe fills
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    _write_all(w, data)
+    os.close(w)
+    reader.join(10)
+    os.close(r)
+    assert bytes(got) == data
