@@ -265,3 +265,44 @@ async def test_a_failed_catch_up_says_so_and_closes(
         await client.recv()
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == close
+
+
+async def test_a_client_leaving_mid_catch_up_does_not_cancel_the_running_read(
+        srv: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The socket drops while its catch-up page is being read: the read runs to its end (its
+    rows dropped) instead of being cancelled, because a cancel is a new connection to
+    PostgreSQL and, through Debian's PgBouncer 1.18, a cancel racing a disconnect can make
+    PgBouncer exit (a CI run of the PgBouncer step lost its pooler that way); the pooled
+    connection comes back to the pool."""
+    max_ = await srv.user("max")
+    real = store.read_changes
+    srv.services.realtime.catch_up_page_size = 17  # marks the catch-up's reads
+    reading, finished = asyncio.Event(), asyncio.Event()
+    ended: list[str] = []
+
+    async def slow(conn: Any, users: Any, after: Any, **kwargs: Any) -> Any:
+        if kwargs.get("limit") != 17:
+            return await real(conn, users, after, **kwargs)
+        reading.set()
+        try:
+            await conn.execute("SELECT pg_sleep(0.5)")  # cancelled: QueryCanceledError here
+            ended.append("finished")
+        except BaseException as exc:
+            ended.append(type(exc).__name__)
+            raise
+        finally:
+            finished.set()
+        return await real(conn, users, after, **kwargs)
+
+    monkeypatch.setattr(store, "read_changes", slow)
+    pool = srv.services.db.pool
+    client = await srv.client(max_.token)
+    await client.send({"op": "subscribe", "cursor": None})
+    await asyncio.wait_for(reading.wait(), 10)
+    client.ws.transport.abort()  # the network drops mid-read
+    await asyncio.wait_for(finished.wait(), 10)
+    assert ended == ["finished"]
+    deadline = time.monotonic() + 5
+    while pool.get_idle_size() < pool.get_size():  # the read gives its connection back
+        assert time.monotonic() < deadline, (pool.get_idle_size(), pool.get_size())
+        await asyncio.sleep(0.02)

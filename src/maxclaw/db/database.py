@@ -13,8 +13,9 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import asyncpg
 
@@ -56,6 +57,39 @@ TRANSIENT_CONFLICTS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.DeadlockDetectedError,
     asyncpg.exceptions.SerializationError,
 )
+
+
+T = TypeVar("T")
+# Statements left to finish after their caller went away (``finish_even_if_cancelled``): held
+# here until done, since the event loop keeps only weak references to tasks.
+_FINISHING: set[asyncio.Task[object]] = set()
+
+
+async def finish_even_if_cancelled(call: Awaitable[T]) -> T:
+    """Await ``call`` (a connection taken, a statement run, the connection given back); if the
+    caller is cancelled meanwhile, the caller stops at once and the call runs on to its end,
+    its result dropped.
+
+    Cancelling a running asyncpg statement sends a CancelRequest: a new connection to
+    PostgreSQL (a process forked for it), or through PgBouncer, whose Debian release (1.18)
+    can exit on a cancel that races a disconnect ("bad client state: 0",
+    pgbouncer/pgbouncer#801, fixed in 1.19) and take every replica's database with it. A
+    short read whose reader has gone (a socket closed mid-catch-up) costs less finished."""
+    task: asyncio.Task[T] = asyncio.ensure_future(call)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.done():
+            _FINISHING.add(task)
+            task.add_done_callback(_finished)
+        raise
+
+
+def _finished(task: asyncio.Task[object]) -> None:
+    _FINISHING.discard(task)
+    if not task.cancelled() and task.exception() is not None:  # retrieved: nobody awaits it
+        log.debug("a statement finished after its caller left",
+                  extra={"code": type(task.exception()).__name__})
 
 
 def is_connection_error(exc: BaseException) -> bool:

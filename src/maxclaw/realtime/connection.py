@@ -21,7 +21,7 @@ from starlette.websockets import WebSocket
 
 from maxclaw.auth.service import AuthService, Principal, parse_uuid
 from maxclaw.clock import Clock
-from maxclaw.db.database import Database
+from maxclaw.db.database import Database, finish_even_if_cancelled
 from maxclaw.errors import NotFound, RateLimited, Unauthorized, Unavailable
 from maxclaw.presence.service import PresenceService
 from maxclaw.quotas import Quotas
@@ -262,8 +262,7 @@ class Connection:
         user = self.who.user_id
         try:
             if check:
-                async with self.services.db.connection() as conn:
-                    bounds = await store.cursor_bounds(conn)
+                bounds = await finish_even_if_cancelled(self._bounds())
                 if position.xid > bounds.xid or position.rev > bounds.rev:
                     await self.queue.put(frames.RESYNC)  # not a position of this database
                     return
@@ -272,11 +271,9 @@ class Connection:
                 # one pooled connection per page, returned before we wait on a slow client;
                 # a page is at most the byte budget (or one bigger row): a catch-up over many
                 # 1 MiB rows is many small reads, each frame queued as the client makes room;
-                # within the user's share of the pool, so one user's sockets cannot take it all
-                async with self.services.db.connection(share=user) as conn:
-                    page = await store.read_changes(conn, [user], position,
-                                                    threads=None if scope is None else list(scope),
-                                                    limit=limit, max_bytes=self.hub.batch_bytes)
+                # within the user's share of the pool, so one user's sockets cannot take it all;
+                # a client leaving mid-read does not cancel the statement (it finishes unread)
+                page = await finish_even_if_cancelled(self._page(user, position, scope, limit))
                 for change in page.changes:
                     await self.queue.put(frames.record_frame(change))
                 sent += len(page.changes)
@@ -296,6 +293,18 @@ class Connection:
             log.exception("realtime catch-up failed", extra={"code": "internal"})
             await self._error("internal", "The catch-up failed; reconnect with your last cursor.")
             self._start_close(CLOSE_INTERNAL, "catch-up failed; reconnect with your last cursor")
+
+    async def _bounds(self) -> Position:
+        async with self.services.db.connection() as conn:
+            return await store.cursor_bounds(conn)
+
+    async def _page(self, user: str, position: Position, scope: frozenset[str] | None,
+                    limit: int) -> store.Changes:
+        """One page of the catch-up: a pooled connection taken and given back around it."""
+        async with self.services.db.connection(share=user) as conn:
+            return await store.read_changes(conn, [user], position,
+                                            threads=None if scope is None else list(scope),
+                                            limit=limit, max_bytes=self.hub.batch_bytes)
 
     # -- focus (presence) ---------------------------------------------------------------
 
