@@ -249,6 +249,42 @@ async def test_a_notify_claimed_while_the_withdraw_runs_still_gets_its_withdraw(
     assert [r["kind"] for r in by_id.values()] == ["notify", "withdraw"]
 
 
+async def test_a_failed_notify_whose_decision_settled_meanwhile_is_not_retried(
+        harness: Harness) -> None:
+    """The notification is in flight when the decision settles (its withdraw is queued behind
+    it), and the attempt fails: it is given up as superseded rather than sent again (a settled
+    question shown, then taken back), and the withdraw goes next. Without a withdraw the same
+    failure is retried. (test_db_faults once found the notification left pending before its
+    withdraw.)"""
+    user_id, decision = await setup_decision(harness, devices=1)
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    now = datetime.now(UTC)
+    async with harness.services.db.connection() as conn:
+        [held] = await store.claim_due(conn, now=now, limit=1, lease_s=60)
+        async with conn.transaction():
+            assert await enqueue_withdraw(conn, user_id=user_id, decision=decision) == 1
+        assert await store.schedule_retry(conn, user_id=user_id, outbox_id=held.id,
+                                          attempt=held.attempts, next_attempt_at=now,
+                                          error="HTTP 503") == "dead"
+        later = datetime.now(UTC) + timedelta(seconds=1)
+        [after] = await store.claim_due(conn, now=later, limit=10, lease_s=60)
+        assert after.kind == "withdraw"
+    by_id = {r["id"]: r for r in await rows(harness)}
+    gone = by_id[held.id]
+    assert (gone["status"], gone["attempts"]) == ("dead", 1)
+    assert gone["last_error"].startswith("superseded") and "HTTP 503" in gone["last_error"]
+
+    other, undecided = await setup_decision(harness, name="eve", component_id="call_2:q1")
+    async with harness.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=other, decision=undecided, thread_title="t")
+    async with harness.services.db.connection() as conn:
+        [mine] = await store.claim_due(conn, now=datetime.now(UTC), limit=1, lease_s=60)
+        assert await store.schedule_retry(conn, user_id=other, outbox_id=mine.id,
+                                          attempt=mine.attempts, next_attempt_at=now,
+                                          error="HTTP 503") == "pending"
+
+
 async def test_claims_take_turns_between_users(harness: Harness) -> None:
     """One user's 300 queued pushes do not hold back another user's one, queued after them:
     a claim gives each user an equal share, and the busy user's share is its oldest rows."""

@@ -347,11 +347,15 @@ class Dispatcher:
                 delay = max(delay, min(exc.retry_after_s or 0.0,
                                        self.settings.push_backoff_max_s))
                 at = self.clock.now() + timedelta(seconds=delay)
-                await store.schedule_retry(conn, user_id=delivery.user_id,
-                                           outbox_id=delivery.outbox_id,
-                                           attempt=delivery.attempt, next_attempt_at=at,
-                                           error=exc.message)
-                self._next_retry = at if self._next_retry is None else min(self._next_retry, at)
+                status = await store.schedule_retry(conn, user_id=delivery.user_id,
+                                                    outbox_id=delivery.outbox_id,
+                                                    attempt=delivery.attempt,
+                                                    next_attempt_at=at, error=exc.message)
+                if status == "dead":  # superseded by its decision's withdraw: not retried
+                    final = True
+                else:
+                    self._next_retry = at if self._next_retry is None \
+                        else min(self._next_retry, at)
         outcome = "dead" if final else "retry"
         self.metrics.pushes.labels(delivery.platform, outcome).inc()
         log.warning("push %s", "gave up" if final else "failed; will retry", extra=extra)

@@ -135,10 +135,28 @@ WHERE o.user_id = s.user_id AND o.id = s.id AND o.status = 'sending'
 RETURNING o.id
 """
 
+# A failed attempt goes back in the queue for a retry — unless it is a notification whose
+# decision was settled while it was in flight: the withdraw queued behind it (WITHDRAW counts a
+# notification in flight as shown) is what the device needs now, so the notification is not
+# sent again but given up as superseded (dead, its attempt kept: it may have reached the
+# device, and the withdraw stands). Retrying it would show a settled question and then take
+# it back; left pending, it sat before its own withdraw until its backoff ran out.
 SCHEDULE_RETRY = """
-UPDATE push_outbox
-SET status = 'pending', next_attempt_at = $4, lease_until = NULL, last_error = $5
-WHERE user_id = $1 AND id = $2 AND status = 'sending' AND attempts = $3
+UPDATE push_outbox AS o
+SET status = CASE WHEN s.superseded THEN 'dead' ELSE 'pending' END,
+    next_attempt_at = $4, lease_until = NULL,
+    last_error = CASE WHEN s.superseded
+                      THEN 'superseded: the decision was settled during a failed attempt ('
+                           || $5 || ')'
+                      ELSE $5 END
+FROM (SELECT o2.id, o2.kind = 'notify' AND EXISTS (
+             SELECT 1 FROM push_outbox AS w
+              WHERE w.user_id = o2.user_id AND w.decision_id = o2.decision_id
+                AND w.device_id = o2.device_id AND w.kind = 'withdraw' AND w.id > o2.id)
+             AS superseded
+        FROM push_outbox AS o2 WHERE o2.user_id = $1 AND o2.id = $2) AS s
+WHERE o.user_id = $1 AND o.id = s.id AND o.status = 'sending' AND o.attempts = $3
+RETURNING o.status
 """
 
 DEFER = """
@@ -339,11 +357,13 @@ def _columns(rows: list[Held]) -> tuple[list[str], list[int], list[int]]:
 
 
 async def schedule_retry(conn: asyncpg.Connection, *, user_id: str, outbox_id: int,
-                         attempt: int, next_attempt_at: datetime, error: str) -> bool:
-    """Put a failed row back in the queue for ``next_attempt_at``, keeping the error."""
-    result = await conn.execute(SCHEDULE_RETRY, user_id, outbox_id, attempt, next_attempt_at,
-                                error)
-    return bool(result == "UPDATE 1")
+                         attempt: int, next_attempt_at: datetime, error: str) -> str | None:
+    """Put a failed row back in the queue for ``next_attempt_at``, keeping the error; returns
+    'pending', or 'dead' for a notification its decision's withdraw follows (given up:
+    ``SCHEDULE_RETRY``), or None when the row was no longer this attempt's."""
+    status: str | None = await conn.fetchval(SCHEDULE_RETRY, user_id, outbox_id, attempt,
+                                             next_attempt_at, error)
+    return status
 
 
 async def defer(conn: asyncpg.Connection, *, user_id: str, outbox_id: int, attempt: int,
