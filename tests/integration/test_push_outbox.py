@@ -17,6 +17,7 @@ from maxclaw.push.adapters.webhook import WebhookAdapter
 from maxclaw.push.dispatcher import Dispatcher
 from maxclaw.push.outbox import enqueue_notification, enqueue_withdraw
 from maxclaw.push.payload import build_payload, withdraw_payload
+from maxclaw.push.rows import ClaimedRow
 from tests.cards import CHOICE as CHOICE_QUESTION
 from tests.cards import new_thread, post_card
 from tests.conftest import Harness
@@ -71,6 +72,18 @@ def dispatcher(h: Harness, adapter: Any, clock: ManualClock | None = None,
                       clock=clock, listen=False)
 
 
+async def claimed_notification(h: Harness,
+                               **setup: Any) -> tuple[str, dict[str, Any], ClaimedRow]:
+    """A decision's notification queued for its devices (``setup_decision``), and one of them
+    claimed by a dispatcher: in flight."""
+    user_id, decision = await setup_decision(h, **setup)
+    async with h.services.db.transaction() as conn:
+        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    async with h.services.db.connection() as conn:
+        [held] = await store.claim_due(conn, now=datetime.now(UTC), limit=1, lease_s=60)
+    return user_id, decision, held
+
+
 async def rows(h: Harness) -> list[dict[str, Any]]:
     async with h.services.db.connection() as conn:
         return [dict(r) for r in await conn.fetch("SELECT * FROM push_outbox ORDER BY id")]
@@ -114,12 +127,8 @@ async def test_enqueue_sends_a_listen_hint_on_commit(harness: Harness) -> None:
 
 async def test_withdraw_cancels_an_unsent_notify_and_follows_one_in_flight(
         harness: Harness) -> None:
-    user_id, decision = await setup_decision(harness, devices=2)
-    async with harness.services.db.transaction() as conn:
-        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
-    now = datetime.now(UTC)
+    user_id, decision, in_flight = await claimed_notification(harness, devices=2)
     async with harness.services.db.connection() as conn:
-        [in_flight] = await store.claim_due(conn, now=now, limit=1, lease_s=60)
         async with conn.transaction():
             # only the device whose notification is in flight may show it: one withdraw
             assert await enqueue_withdraw(conn, user_id=user_id, decision=decision) == 1
@@ -256,12 +265,9 @@ async def test_a_failed_notify_whose_decision_settled_meanwhile_is_not_retried(
     question shown, then taken back), and the withdraw goes next. Without a withdraw the same
     failure is retried. (test_db_faults once found the notification left pending before its
     withdraw.)"""
-    user_id, decision = await setup_decision(harness, devices=1)
-    async with harness.services.db.transaction() as conn:
-        await enqueue_notification(conn, user_id=user_id, decision=decision, thread_title="t")
+    user_id, decision, held = await claimed_notification(harness, devices=1)
     now = datetime.now(UTC)
     async with harness.services.db.connection() as conn:
-        [held] = await store.claim_due(conn, now=now, limit=1, lease_s=60)
         async with conn.transaction():
             assert await enqueue_withdraw(conn, user_id=user_id, decision=decision) == 1
         assert await store.schedule_retry(conn, user_id=user_id, outbox_id=held.id,
@@ -275,11 +281,8 @@ async def test_a_failed_notify_whose_decision_settled_meanwhile_is_not_retried(
     assert (gone["status"], gone["attempts"]) == ("dead", 1)
     assert gone["last_error"].startswith("superseded") and "HTTP 503" in gone["last_error"]
 
-    other, undecided = await setup_decision(harness, name="eve", component_id="call_2:q1")
-    async with harness.services.db.transaction() as conn:
-        await enqueue_notification(conn, user_id=other, decision=undecided, thread_title="t")
+    other, _, mine = await claimed_notification(harness, name="eve", component_id="call_2:q1")
     async with harness.services.db.connection() as conn:
-        [mine] = await store.claim_due(conn, now=datetime.now(UTC), limit=1, lease_s=60)
         assert await store.schedule_retry(conn, user_id=other, outbox_id=mine.id,
                                           attempt=mine.attempts, next_attempt_at=now,
                                           error="HTTP 503") == "pending"
