@@ -39,6 +39,48 @@ CREATE TRIGGER messages_stamp_rev BEFORE INSERT OR UPDATE ON messages
 CREATE TRIGGER decisions_stamp_rev BEFORE INSERT OR UPDATE ON decisions
     FOR EACH ROW EXECUTE FUNCTION maxclaw_stamp_rev('decisions');
 
+-- A message's derived columns (0027_messages_derived): its size (schema.MESSAGE_SIZE: what a
+-- page spends on the row) and its two search documents (search_sql.SEARCH_FTS, SEARCH_HAN; NULL
+-- on a row that may hold a secret), computed by this trigger on every write. They were stored
+-- generated columns; PostgreSQL 15 parses and plans a generated column's expression again at
+-- the start of every statement that writes the table (ExecInitStoredGenerated), ~40 µs per
+-- statement for these three, where PL/pgSQL keeps its expressions planned for the session. The
+-- text the documents are made from is computed once (a generated column computed it twice), and
+-- an update that leaves the text alone (the card mirror writes `display`) keeps the documents.
+-- tests/integration/test_messages_derived.py checks every value against the declared
+-- expressions.
+CREATE FUNCTION maxclaw_messages_derived() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    doc text;
+BEGIN
+    NEW.size := octet_length(coalesce(NEW.body, ''))
+        + octet_length(coalesce(NEW.content::text, ''))
+        + 2 * octet_length(coalesce(NEW.tool_calls::text, ''))
+        + octet_length(coalesce(NEW.display::text, ''))
+        + octet_length(coalesce(NEW.source_meta::text, ''))
+        + octet_length(coalesce(NEW.tool_call_id, ''));
+    IF TG_OP = 'UPDATE' AND NEW.body IS NOT DISTINCT FROM OLD.body
+       AND NEW.tool_calls IS NOT DISTINCT FROM OLD.tool_calls
+       AND NEW.role IS NOT DISTINCT FROM OLD.role
+       AND NEW.sensitive IS NOT DISTINCT FROM OLD.sensitive THEN
+        NEW.search_fts := OLD.search_fts;
+        NEW.search_han := OLD.search_han;
+    ELSIF NOT NEW.sensitive AND NEW.role IN ('user', 'assistant') THEN
+        doc := left(coalesce(NEW.body, '') || ' ' || coalesce(jsonb_path_query_array(
+                   NEW.tool_calls, 'strict $[*]?(@."name" == "ask_user_question")'
+                   '."arguments".**?(@.type() == "string")')::text, ''), 20000);
+        NEW.search_fts := to_tsvector('english', doc);
+        NEW.search_han := to_tsvector('simple', regexp_replace(doc, '([一-鿿])', ' \1 ', 'g'));
+    ELSE
+        NEW.search_fts := NULL;
+        NEW.search_han := NULL;
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER messages_derived BEFORE INSERT OR UPDATE ON messages
+    FOR EACH ROW EXECUTE FUNCTION maxclaw_messages_derived();
+
 -- threads.turn_state follows the thread's active turn (running > queued > idle), and a queued
 -- turn wakes waiting runtimes: NOTIFY maxclaw_turn with the user id as payload.
 CREATE FUNCTION maxclaw_turn_changed() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -99,7 +99,8 @@ class XID8(sa.types.UserDefinedType[int]):
 
 # Every column a client's page carries, in bytes as text; tool calls twice (a page adds the
 # cards' definitions, ``components``, built from them). alembic/versions/0015_row_size.py
-# adds the column with this expression.
+# added the column with this expression; the trigger maxclaw_messages_derived (live.sql)
+# computes it since 0027 (tests/integration/test_messages_derived.py holds them equal).
 MESSAGE_SIZE = (
     "octet_length(coalesce(body, '')) + octet_length(coalesce(content::text, ''))"
     " + 2 * octet_length(coalesce(tool_calls::text, ''))"
@@ -282,11 +283,12 @@ messages = sa.Table(
     *_rev_columns(),
     # what a page of rows spends on this one (history, the model window, realtime catch-up),
     # kept with the row so a page is cut from the index without reading the rows' text
-    sa.Column("size", sa.BigInteger, sa.Computed(MESSAGE_SIZE, persisted=True)),
-    # what search matches and ranks (SEARCH_FTS, SEARCH_HAN; NULL on a row that may hold a
-    # secret), stored so no search computes them again
-    sa.Column("search_fts", pg.TSVECTOR, sa.Computed(SEARCH_FTS, persisted=True)),
-    sa.Column("search_han", pg.TSVECTOR, sa.Computed(SEARCH_HAN, persisted=True)),
+    # (MESSAGE_SIZE), and what search matches and ranks (SEARCH_FTS, SEARCH_HAN; NULL on a row
+    # that may hold a secret), stored so no search computes them again: all three written by
+    # the trigger maxclaw_messages_derived (live.sql, 0027_messages_derived), never by a writer
+    sa.Column("size", sa.BigInteger),
+    sa.Column("search_fts", pg.TSVECTOR),
+    sa.Column("search_han", pg.TSVECTOR),
     sa.CheckConstraint("role IN ('user', 'assistant', 'tool', 'event')",
                        name="messages_role_check"),
     sa.CheckConstraint("(role = 'tool') = (tool_call_id IS NOT NULL)",

@@ -22,9 +22,11 @@ SEARCH_TEXT = (
 HAN_TEXT = (f"regexp_replace({SEARCH_TEXT}, '([\u4e00-\u9fff])'::text, ' \\1 '::text,"
             " 'g'::text)")
 SEARCHABLE_MESSAGE = "((NOT sensitive) AND (role = ANY (ARRAY['user'::text, 'assistant'::text])))"
-# The two documents search reads, stored with each message (0024_search_stored): generated
-# columns, computed once per write instead of once per candidate on every search, and NULL on a
-# row that may hold a secret (so nothing of it is stored here or indexed). Their statistics are
+# The two documents search reads, stored with each message (0024_search_stored): computed once
+# per write instead of once per candidate on every search, and NULL on a row that may hold a
+# secret (so nothing of it is stored here or indexed). Generated columns until 0027; since, the
+# trigger maxclaw_messages_derived (live.sql) writes them, and these expressions are what it
+# must compute (tests/integration/test_messages_derived.py). Their statistics are
 # taken from ten times the default sample (STATISTICS_TARGET, live.sql): how common a word is.
 SEARCH_FTS = (f"CASE WHEN {SEARCHABLE_MESSAGE} THEN to_tsvector('english'::regconfig, "
               f"{SEARCH_TEXT}) ELSE NULL::tsvector END")
