@@ -74,14 +74,19 @@ TRIGGER_STATEMENTS = {
             "UPDATE threads SET open_cards = greatest(open_cards + 1, 0)"
             " WHERE user_id = coalesce($1::uuid, NULL) AND id = coalesce($2::uuid, NULL)",
     },
-    # the decisions triggers call it on the post and on the answer, one user at a time, and it
-    # keeps its generic plans (0026_live_activity_per_user): those must read by the user's key,
-    # and on the partitioned schema one partition (an array or a join there read them all)
+    # the decisions triggers call it on the post and on the answer, one user at a time: its
+    # check by the user's key (0028_live_activity_check), then for a user with a Live Activity
+    # the queueing half, which keeps its generic plans (0026_live_activity_per_user): those
+    # must read by the user's key, and on the partitioned schema one partition (an array or a
+    # join there read them all)
     "maxclaw_refresh_live_activities(uuid[])": {
-        "SET plan_cache_mode TO 'force_generic_plan'": "",
         "WHERE d.user_id = u AND d.platform = 'apns'":
             "SELECT 1 FROM push_devices AS d WHERE d.user_id = $1::uuid AND d.platform = 'apns'"
             " AND (d.config ? 'live_activity_token' OR d.config ? 'live_activity_start_token')",
+        "RETURN maxclaw_queue_live_activities(shown);": "",
+    },
+    "maxclaw_queue_live_activities(uuid[])": {
+        "SET plan_cache_mode TO 'force_generic_plan'": "",
         "FROM decisions AS x\n             WHERE x.user_id = u AND x.status = 'open'":
             "SELECT x.id, row_number() OVER (ORDER BY x.id DESC) FROM decisions AS x"
             " WHERE x.user_id = $1::uuid AND x.status = 'open'",
@@ -353,7 +358,8 @@ async def test_the_live_activity_refresh_reads_one_partition_per_table(
         parent = {r["part"]: r["tbl"] for r in await conn.fetch(
             "SELECT c.relname AS part, p.relname AS tbl FROM pg_inherits i"
             " JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent")}
-        for sql in TRIGGER_STATEMENTS["maxclaw_refresh_live_activities(uuid[])"].values():
+        for sql in [*TRIGGER_STATEMENTS["maxclaw_refresh_live_activities(uuid[])"].values(),
+                    *TRIGGER_STATEMENTS["maxclaw_queue_live_activities(uuid[])"].values()]:
             if not sql:
                 continue
             read: dict[str, set[str]] = {}

@@ -142,29 +142,24 @@ CREATE CONSTRAINT TRIGGER message_components_open_cards
 -- updates and starts of the device are superseded: the new row carries all they did. A lock per
 -- user serialises two transactions settling two of the user's decisions, so the second one
 -- computes its state after the first committed and neither leaves a settled card on show.
--- One user at a time, each statement naming him (`= u`), and the function keeps its generic
--- plans (0026_live_activity_per_user): planned once per connection, where the array's custom
--- plans were made on every call, and on a schema partitioned by user each generic plan reads
--- that user's partition only (an array parameter, or a join to one, cannot be pruned).
-CREATE FUNCTION maxclaw_refresh_live_activities(users uuid[]) RETURNS integer LANGUAGE plpgsql
+-- One user at a time, each statement naming him (`= u`), and the queueing function keeps its
+-- generic plans (0026_live_activity_per_user): planned once per connection, where the array's
+-- custom plans were made on every call, and on a schema partitioned by user each generic plan
+-- reads that user's partition only (an array parameter, or a join to one, cannot be pruned).
+-- The check and the locks run without that setting (0028_live_activity_check): a function's
+-- `SET` is saved and restored on every call, and the decisions triggers call this one twice per
+-- round trip, nearly always for a user without a Live Activity (3% of PostgreSQL's CPU at 16
+-- clients, python -m bench.profile postgres); its one query by `u` keeps a generic plan anyway.
+-- One user (the round trip's case) is read without a query over the array.
+-- (The queueing half, called by the check with the users' locks held.)
+CREATE FUNCTION maxclaw_queue_live_activities(users uuid[]) RETURNS integer LANGUAGE plpgsql
     SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     u uuid;
-    shown uuid[] := '{}';
     queued integer := 0;
     queued_now integer;
 BEGIN
-    FOR u IN SELECT DISTINCT w.user_id FROM unnest(users) AS w(user_id) ORDER BY w.user_id
-    LOOP
-        IF EXISTS (SELECT 1 FROM push_devices AS d
-                    WHERE d.user_id = u AND d.platform = 'apns'
-                      AND (d.config ? 'live_activity_token'
-                           OR d.config ? 'live_activity_start_token')) THEN
-            PERFORM pg_advisory_xact_lock(hashtext('maxclaw_live_activity:' || u::text));
-            shown := shown || u;
-        END IF;
-    END LOOP;
-    FOREACH u IN ARRAY shown
+    FOREACH u IN ARRAY users
     LOOP
         WITH devices AS (
             SELECT d.id, d.config FROM push_devices AS d
@@ -227,6 +222,32 @@ BEGIN
         PERFORM pg_notify('maxclaw_push', '');
     END IF;
     RETURN queued;
+END $$;
+
+CREATE FUNCTION maxclaw_refresh_live_activities(users uuid[]) RETURNS integer
+    LANGUAGE plpgsql AS $$
+DECLARE
+    u uuid;
+    shown uuid[] := '{}';
+BEGIN
+    IF cardinality(users) > 1 THEN
+        users := ARRAY(SELECT DISTINCT w.user_id FROM unnest(users) AS w(user_id)
+                        ORDER BY w.user_id);
+    END IF;
+    FOREACH u IN ARRAY coalesce(users, '{}')
+    LOOP
+        IF EXISTS (SELECT 1 FROM push_devices AS d
+                    WHERE d.user_id = u AND d.platform = 'apns'
+                      AND (d.config ? 'live_activity_token'
+                           OR d.config ? 'live_activity_start_token')) THEN
+            PERFORM pg_advisory_xact_lock(hashtext('maxclaw_live_activity:' || u::text));
+            shown := shown || u;
+        END IF;
+    END LOOP;
+    IF cardinality(shown) = 0 THEN
+        RETURN 0;
+    END IF;
+    RETURN maxclaw_queue_live_activities(shown);
 END $$;
 
 -- A decision opened (inserted open) or changed status: refresh its users' Live Activities, once
