@@ -212,6 +212,28 @@ async def test_the_window_query_reads_no_more_than_its_cap(capped: Harness) -> N
                 <= ROWS_CAP, scans
 
 
+async def test_the_window_query_is_never_jit_compiled(capped: Harness) -> None:
+    """The window's plan settings disable nodes by costing them at 10^10, which put the plan
+    past every JIT threshold: a server with JIT compiled this three-row query on every claim
+    (150-200 ms of the answer → claim wake-up). Under WINDOW_PLAN it runs without JIT; where the
+    server can JIT, the same settings without ``jit = off`` are shown to compile it, so this
+    test fails if the line goes."""
+    max_ = await capped.actor("max")
+    tid = await new_thread(max_)
+    await fill(capped, max_, tid, BULK_GROUPS, 1)
+    args = (max_.user_id, tid, None, ROWS_CAP, BYTES_CAP)
+    explain = "EXPLAIN (ANALYZE, FORMAT JSON) " + turn_store.MODEL_WINDOW
+    async with capped.services.db.transaction() as conn:
+        can_jit = bool(await conn.fetchval("SELECT pg_jit_available()"))
+        await conn.execute(turn_store.WINDOW_PLAN)
+        assert await conn.fetchval("SHOW jit") == "off"
+        raw = await conn.fetchval(explain, *args)
+        assert "JIT" not in (json.loads(raw) if isinstance(raw, str) else raw)[0]
+        await conn.execute("SET LOCAL jit = on")  # the settings as they were before
+        raw = await conn.fetchval(explain, *args)
+        assert ("JIT" in (json.loads(raw) if isinstance(raw, str) else raw)[0]) == can_jit
+
+
 def nodes(plan: dict[str, Any], key: str) -> Any:
     if key in plan:
         yield plan

@@ -137,9 +137,14 @@ SELECT {MESSAGE_COLUMNS} FROM (
 # of the primary key (user_id, id), every row of the user's, then a sort down to the cap: that
 # plan is the only one needing a sort below the LIMIT, so sorts are off too (the two sorts of
 # the capped rows above it are in every plan, and cost each the same).
+# A disabled node is costed at 10^10, not refused, so the plan kept (with the two sorts above
+# the cap) is costed at 2·10^10: past every JIT threshold, and a server with JIT (PostgreSQL's
+# default, and Debian's build has it) compiled this three-row query with inlining and
+# optimisation on every claim, 150-200 ms of the answer → claim wake-up (python -m bench
+# --only-live: p50 171 ms; docs/benchmarks.md). JIT is off for the statement too.
 WINDOW_PLAN = ("SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off; "
-               "SET LOCAL enable_sort = off")
-WINDOW_PLAN_DONE = "RESET enable_bitmapscan; RESET enable_seqscan; RESET enable_sort"
+               "SET LOCAL enable_sort = off; SET LOCAL jit = off")
+WINDOW_PLAN_DONE = "RESET enable_bitmapscan; RESET enable_seqscan; RESET enable_sort; RESET jit"
 # Whether anything older than a window's first row is left for the cursor.
 HAS_BEFORE = """
 SELECT EXISTS (SELECT 1 FROM messages
