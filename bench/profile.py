@@ -106,18 +106,23 @@ def summarize_collapsed(path: Path) -> dict[str, Any]:
             "top_self": [(k, round(v / total, 3)) for k, v in selfs.most_common(25)]}
 
 
-def _server(url: str, clients: int, seconds: float, mode: str = "x",
-            native: bool = False) -> None:
-    logs = Path(tempfile.mkdtemp(prefix="maxclaw-profile-"))
+def _identities_and_stocks(url: str, clients: int, seconds: float) -> tuple[list[Any], list[Any]]:
+    """The load's users and enough fresh threads for ``seconds`` of round trips."""
 
     async def prepare() -> tuple[list[Any], list[Any]]:
         async with roundtrip.in_process(url) as services:
             ids = await roundtrip.make_identities(services, "prof", clients)
-        stocks = await roundtrip.make_stocks(url, ids,
-                                             roundtrip.stock_size(clients, seconds + 3))
+        stocks = await roundtrip.make_stocks(url, ids, roundtrip.stock_size(clients, seconds))
         return ids, stocks
 
-    ids, stocks = roundtrip.run_async(prepare())
+    result: tuple[list[Any], list[Any]] = roundtrip.run_async(prepare())
+    return result
+
+
+def _server(url: str, clients: int, seconds: float, mode: str = "x",
+            native: bool = False) -> None:
+    logs = Path(tempfile.mkdtemp(prefix="maxclaw-profile-"))
+    ids, stocks = _identities_and_stocks(url, clients, seconds + 3)
     srv = server.start(url, logs / "serve.log")
     out = RESULTS / f"profile-server-{mode}-{clients}{'-native' if native else ''}.txt"
     try:
@@ -228,13 +233,6 @@ def _postgres(url: str, clients: int, seconds: float, mode: str = "x") -> None:
         raise SystemExit("perf not found: apt-get install linux-perf (Debian)")
     logs = Path(tempfile.mkdtemp(prefix="maxclaw-profile-"))
 
-    async def prepare() -> tuple[list[Any], list[Any]]:
-        async with roundtrip.in_process(url) as services:
-            ids = await roundtrip.make_identities(services, "prof", clients)
-        stocks = await roundtrip.make_stocks(url, ids,
-                                             roundtrip.stock_size(clients, seconds + 6))
-        return ids, stocks
-
     async def backends() -> list[int]:
         conn = await asyncpg.connect(url)
         try:
@@ -244,7 +242,7 @@ def _postgres(url: str, clients: int, seconds: float, mode: str = "x") -> None:
             await conn.close()
         return [int(r["pid"]) for r in rows]
 
-    ids, stocks = roundtrip.run_async(prepare())
+    ids, stocks = _identities_and_stocks(url, clients, seconds + 6)
     srv = server.start(url, logs / "serve.log")
     data = RESULTS / f"perf-postgres-{mode}-{clients}.data"
     recorder: dict[str, Any] = {}
@@ -277,7 +275,8 @@ def _postgres(url: str, clients: int, seconds: float, mode: str = "x") -> None:
     out.write_text(json.dumps(summary, indent=1) + "\n")
     print(samples.result(clients)["rate_per_s"], "round trips/s while sampled;",
           len(recorder["pids"]), "backends sampled")
-    print(f"{summary['samples']} samples of the backends; share per stage (outermost first):")
+    print(f"{summary['samples']} samples of the backends; share per stage (the first of"
+          " PG_BUCKETS on the stack):")
     for name, share in summary["share"].items():
         print(f"  {share:6.1%}  {name}")
     print("top self symbols:")
