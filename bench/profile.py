@@ -106,6 +106,16 @@ def summarize_collapsed(path: Path) -> dict[str, Any]:
             "top_self": [(k, round(v / total, 3)) for k, v in selfs.most_common(25)]}
 
 
+def _print_shares(title: str, summary: dict[str, Any], leaves: str) -> None:
+    """A summary's shares per bucket, then its top leaves, one per line."""
+    print(title)
+    for name, share in summary["share"].items():
+        print(f"  {share:6.1%}  {name}")
+    print(leaves)
+    for frame, share in summary["top_self"]:
+        print(f"  {share:6.1%}  {frame}")
+
+
 def _identities_and_stocks(url: str, clients: int, seconds: float) -> tuple[list[Any], list[Any]]:
     """The load's users and enough fresh threads for ``seconds`` of round trips."""
 
@@ -140,13 +150,9 @@ def _server(url: str, clients: int, seconds: float, mode: str = "x",
         srv.stop()
     print(samples.result(clients)["rate_per_s"], "round trips/s while sampled")
     summary = summarize_collapsed(out)
-    print(f"{summary['samples']} busy samples of the server process ({summary['idle_samples']} "
-          "idle ones left out); share of the busy ones:")
-    for name, share in summary["share"].items():
-        print(f"  {share:6.1%}  {name}")
-    print("top self frames:")
-    for frame, share in summary["top_self"]:
-        print(f"  {share:6.1%}  {frame}")
+    _print_shares(f"{summary['samples']} busy samples of the server process "
+                  f"({summary['idle_samples']} idle ones left out); share of the busy ones:",
+                  summary, "top self frames:")
     print(f"collapsed stacks: {out}")
 
 
@@ -275,13 +281,8 @@ def _postgres(url: str, clients: int, seconds: float, mode: str = "x") -> None:
     out.write_text(json.dumps(summary, indent=1) + "\n")
     print(samples.result(clients)["rate_per_s"], "round trips/s while sampled;",
           len(recorder["pids"]), "backends sampled")
-    print(f"{summary['samples']} samples of the backends; share per stage (the first of"
-          " PG_BUCKETS on the stack):")
-    for name, share in summary["share"].items():
-        print(f"  {share:6.1%}  {name}")
-    print("top self symbols:")
-    for frame, share in summary["top_self"]:
-        print(f"  {share:6.1%}  {frame}")
+    _print_shares(f"{summary['samples']} samples of the backends; share per stage (the first"
+                  " of PG_BUCKETS on the stack):", summary, "top self symbols:")
     done = max(samples.completed, 1)
     print("rows written per round trip, by table (the whole run, warm-up included; HOT: "
           "updates that wrote no index entry):")

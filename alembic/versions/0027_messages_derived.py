@@ -28,6 +28,8 @@ Create Date: 2026-12-07
 
 from alembic import op
 
+from maxclaw.db.migrate import earlier_migration
+
 revision = "0027_messages_derived"
 down_revision = "0026_live_activity_per_user"
 branch_labels = None
@@ -68,42 +70,6 @@ CREATE TRIGGER messages_derived BEFORE INSERT OR UPDATE ON messages
     FOR EACH ROW EXECUTE FUNCTION maxclaw_messages_derived();
 """
 
-# the generated columns as 0015 and 0024 declared them, to go back to
-MESSAGE_SIZE = (
-    "octet_length(coalesce(body, '')) + octet_length(coalesce(content::text, ''))"
-    " + 2 * octet_length(coalesce(tool_calls::text, ''))"
-    " + octet_length(coalesce(display::text, ''))"
-    " + octet_length(coalesce(source_meta::text, ''))"
-    " + octet_length(coalesce(tool_call_id, ''))"
-)
-SEARCH_TEXT = (
-    "left(coalesce(body, '') || ' ' || coalesce(jsonb_path_query_array(tool_calls, 'strict $[*]"
-    " ? (@.name == \"ask_user_question\").arguments.** ? (@.type() == \"string\")')::text, ''),"
-    " 20000)"
-)
-SEARCHABLE_MESSAGE = "NOT sensitive AND role IN ('user', 'assistant')"
-HAN_TEXT = f"regexp_replace({SEARCH_TEXT}, '([\u4e00-\u9fff])', ' \\1 ', 'g')"
-SEARCH_FTS = (f"CASE WHEN {SEARCHABLE_MESSAGE}"
-              f" THEN to_tsvector('english'::regconfig, {SEARCH_TEXT}) END")
-SEARCH_HAN = (f"CASE WHEN {SEARCHABLE_MESSAGE}"
-              f" THEN to_tsvector('simple'::regconfig, {HAN_TEXT}) END")
-STATISTICS_TARGET = 1000
-HAVE_EXTENSIONS = ("SELECT count(*) = 2 FROM pg_extension"
-                   " WHERE extname IN ('pg_trgm', 'btree_gin')")
-EXTENDED_INDEXES = (
-    "CREATE INDEX messages_search_fts ON messages USING gin (user_id, search_fts)"
-    f" WHERE {SEARCHABLE_MESSAGE}",
-    "CREATE INDEX messages_search_han ON messages USING gin (user_id, search_han)"
-    f" WHERE {SEARCHABLE_MESSAGE}",
-)
-BUILTIN_INDEXES = (
-    "CREATE INDEX messages_search_fts ON messages USING gin (search_fts)"
-    f" WHERE {SEARCHABLE_MESSAGE}",
-    "CREATE INDEX messages_search_han ON messages USING gin (search_han)"
-    f" WHERE {SEARCHABLE_MESSAGE}",
-)
-
-
 def upgrade() -> None:
     op.execute("ALTER TABLE messages ALTER COLUMN size DROP EXPRESSION,"
                " ALTER COLUMN search_fts DROP EXPRESSION,"
@@ -112,7 +78,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    extended = bool(op.get_bind().exec_driver_sql(HAVE_EXTENSIONS).scalar())
+    # the generated columns as 0015 and 0024 declared them, from their own scripts
+    sizes = earlier_migration("0015_row_size")
+    search = earlier_migration("0024_search_stored")
+    extended = bool(op.get_bind().exec_driver_sql(search.HAVE_EXTENSIONS).scalar())
     op.execute("DROP TRIGGER messages_derived ON messages")
     op.execute("DROP FUNCTION maxclaw_messages_derived()")
     op.execute("DROP INDEX messages_user_sync")
@@ -121,11 +90,12 @@ def downgrade() -> None:
     op.execute("ALTER TABLE messages DROP COLUMN size, DROP COLUMN search_fts,"
                " DROP COLUMN search_han")
     op.execute(f"ALTER TABLE messages"
-               f" ADD COLUMN size bigint GENERATED ALWAYS AS ({MESSAGE_SIZE}) STORED,"
-               f" ADD COLUMN search_fts tsvector GENERATED ALWAYS AS ({SEARCH_FTS}) STORED,"
-               f" ADD COLUMN search_han tsvector GENERATED ALWAYS AS ({SEARCH_HAN}) STORED,"
-               f" ALTER COLUMN search_fts SET STATISTICS {STATISTICS_TARGET},"
-               f" ALTER COLUMN search_han SET STATISTICS {STATISTICS_TARGET}")
+               f" ADD COLUMN size bigint GENERATED ALWAYS AS ({sizes.MESSAGE_SIZE}) STORED,"
+               f" ADD COLUMN search_fts tsvector GENERATED ALWAYS AS ({search.SEARCH_FTS})"
+               f" STORED, ADD COLUMN search_han tsvector GENERATED ALWAYS AS"
+               f" ({search.SEARCH_HAN}) STORED,"
+               f" ALTER COLUMN search_fts SET STATISTICS {search.STATISTICS_TARGET},"
+               f" ALTER COLUMN search_han SET STATISTICS {search.STATISTICS_TARGET}")
     op.execute("CREATE INDEX messages_user_sync ON messages (user_id, xid, rev) INCLUDE (size)")
-    for statement in EXTENDED_INDEXES if extended else BUILTIN_INDEXES:
+    for statement in search.EXTENDED_INDEXES if extended else search.BUILTIN_INDEXES:
         op.execute(statement)

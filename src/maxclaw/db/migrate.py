@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -108,6 +109,18 @@ def script_head() -> str | None:
         revisions[revision] = down
     heads = set(revisions) - {down for down in revisions.values() if down is not None}
     return heads.pop() if len(heads) == 1 else None
+
+
+def earlier_migration(revision: str) -> ModuleType:
+    """An earlier migration's module, while alembic runs the migrations: a later migration's
+    downgrade puts back the SQL that one froze (its constants) instead of keeping a second
+    copy of it. Only the frozen scripts are read this way, never the moving schema."""
+    from alembic import context
+
+    script = context.script.get_revision(revision)
+    if script is None:
+        raise LookupError(f"no migration {revision!r} among the scripts")
+    return script.module
 
 
 def _assignments(path: Path) -> dict[str, object]:
