@@ -83,14 +83,14 @@ def _unwind_on_sigterm() -> None:
 
 
 def migrate_or_fail(url: str) -> None:
-    import psycopg
-
     from maxclaw.db import migrate
     from maxclaw.db.urls import redact
 
     try:
         migrate.upgrade(url)
     except Exception as exc:
+        import psycopg  # alembic's driver; imported by the failed upgrade already
+
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         # at head, upgrading changes nothing and works as the service's DDL-less role; behind
         # it, that role is refused: say who may migrate

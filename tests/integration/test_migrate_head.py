@@ -3,13 +3,16 @@ shortcut must agree with alembic on what the head is and must never skip real wo
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
 import pytest
 from alembic.script import ScriptDirectory
 
-from maxclaw.db import migrate
+from maxclaw.db import migrate, roles
 from maxclaw.db.urls import plain_url
 
 
@@ -53,3 +56,32 @@ def test_upgrade_behind_head_still_migrates(empty_database: str) -> None:
     with psycopg.connect(plain_url(empty_database)) as conn:
         version = conn.execute("SELECT version_num FROM alembic_version").fetchall()
     assert version == [(migrate.script_head(),)]
+
+
+START_CHECKS = """
+import json, sys
+from maxclaw.db import migrate, roles
+migrate.upgrade(sys.argv[1])  # at head: one query
+why = roles.privileged_role(sys.argv[1])
+print(json.dumps({"why": why, "loaded": sorted({m.split('.')[0] for m in sys.modules})}))
+"""
+
+
+def test_the_start_up_checks_at_head_need_no_migration_driver(database_url: str) -> None:
+    # serve and every CLI command run these first; psycopg (with SQLAlchemy and alembic) is
+    # only for migrating: its import was 0.11-0.16 s of CPU per process (docs/benchmarks.md)
+    out = subprocess.run([sys.executable, "-c", START_CHECKS, database_url], check=True,
+                         capture_output=True, text=True, timeout=60).stdout
+    result = json.loads(out)
+    assert "maxclaw" in result["loaded"] and "asyncpg" in result["loaded"]
+    assert not set(result["loaded"]) & {"psycopg", "sqlalchemy", "alembic"}
+    # the test server's role owns the schema: the check ran and says so
+    assert result["why"] is not None
+    assert "superuser" in result["why"] or "owner of" in result["why"]
+
+
+async def test_the_checks_also_answer_from_inside_a_running_event_loop(database_url: str) -> None:
+    # a caller inside async code (tests, tools) gets the same answers: the query runs on a
+    # loop of its own in a worker thread
+    assert migrate.at_head(database_url)
+    assert roles.privileged_role(database_url) is not None

@@ -14,8 +14,9 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -165,6 +166,30 @@ async def connect(url: str) -> asyncpg.Connection:
     conn = await asyncpg.connect(plain_url(url), statement_cache_size=0)
     await _init_connection(conn)
     return conn
+
+
+
+def fetch_once(url: str, query: str, *args: Any) -> list[asyncpg.Record]:
+    """One query on a connection of its own, from synchronous code (the start-up checks of
+    ``serve`` and of every CLI command). asyncpg, not psycopg: the app never needs psycopg
+    otherwise, and its import was 0.11-0.16 s of CPU in every process that made these checks
+    (docs/benchmarks.md, issue 33 item 4, tenth session). No codecs: the checks read plain
+    columns. In a thread whose event loop is running (a caller inside async code), the query
+    runs on a loop of its own in a worker thread."""
+
+    async def run() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(plain_url(url), statement_cache_size=0)
+        try:
+            return list(await conn.fetch(query, *args))
+        finally:
+            await conn.close()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run())
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(asyncio.run, run()).result()
 
 
 class Database:

@@ -10,8 +10,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-import psycopg
+import asyncpg
 
+from maxclaw.db.database import fetch_once
 from maxclaw.db.urls import plain_url
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ def migration_lock(database_url: str) -> Iterator[None]:
     """One migrator per database at a time. Replicas that start together on a fresh database
     each run ``upgrade``; unserialised, all but one failed on duplicate catalog entries. The
     ones that wait find the schema at head and do nothing."""
+    import psycopg  # only to migrate: at head (every other start) nothing here runs
+
     with psycopg.connect(plain_url(database_url), autocommit=True) as conn:
         # polled, not waited on: a waiting pg_advisory_lock is a statement with a snapshot,
         # and CREATE INDEX CONCURRENTLY in the holder's migration waits for every such
@@ -84,16 +87,17 @@ def at_head(database_url: str) -> bool:
     command and every ``serve`` start upgrades first; importing alembic and SQLAlchemy and
     loading every script to find nothing to do was most of a command's time (0.45 of 0.9 s
     CPU, docs/benchmarks.md, issue 33 item 4, fifth pass). Any doubt (no table yet, a
-    revision ahead of these scripts, branches) answers False, and alembic decides."""
+    revision ahead of these scripts, branches) answers False, and alembic decides; so does a
+    database that cannot be reached, and alembic's own attempt says why."""
     head = script_head()
     if head is None:
         return False
     try:
-        with psycopg.connect(plain_url(database_url), autocommit=True) as conn:
-            rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
-    except psycopg.Error:  # no table yet (a new database), or not allowed to read it
+        rows = fetch_once(database_url, "SELECT version_num FROM alembic_version")
+    # no table yet (a new database), not allowed to read it, or not reachable
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
         return False
-    return rows == [(head,)]
+    return [tuple(row) for row in rows] == [(head,)]
 
 
 def script_head() -> str | None:

@@ -24,12 +24,13 @@ quoted by psycopg (``sql.Identifier``/``sql.Literal``), never formatted into the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
-from psycopg import sql
-
+from maxclaw.db.database import fetch_once
 from maxclaw.db.urls import plain_url
+
+if TYPE_CHECKING:
+    import psycopg
 
 ROLE_FACTS = """
 SELECT r.rolsuper, r.rolname = current_user AS is_me,
@@ -68,6 +69,9 @@ def grant_app_role(owner_url: str, role: str, password: str | None = None) -> Gr
     """Create ``role`` if it does not exist (LOGIN, no other attribute; ``password`` when
     given), then grant it data rights only on this database, in one transaction. Run as the
     schema's owner; idempotent."""
+    import psycopg  # here, not at the top: serve's start checks its role without psycopg
+    from psycopg import sql
+
     if not role or role.startswith("pg_"):
         raise RoleError(f"{role!r} cannot be the service's role")
     with psycopg.connect(plain_url(owner_url)) as conn, conn.transaction():
@@ -110,11 +114,10 @@ def privileged_role(url: str) -> str | None:
     """Why the role ``url`` connects as is more than ``serve`` needs (a superuser, or the
     owner of the schema's tables: it may alter or drop them), in one line; None when it holds
     data rights only."""
-    with psycopg.connect(plain_url(url)) as conn:
-        row = conn.execute(SERVING_ROLE).fetchone()
-    if row is None:
+    rows = fetch_once(url, SERVING_ROLE)
+    if not rows:
         return None
-    user, superuser, owns = row
+    user, superuser, owns = rows[0]
     if not superuser and not owns:
         return None
     what = "a superuser" if superuser else f"the owner of {owns} tables"
