@@ -7,6 +7,7 @@ neither, commands use the embedded PostgreSQL in ``MAXCLAW_DATA_DIR``.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import signal
@@ -213,9 +214,15 @@ def serve(
         # uvicorn's own "running on" line is at INFO on a library logger, quiet by default
         logging.getLogger("maxclaw").info(
             "serving", extra={"url": f"http://{settings.host}:{settings.port}"})
+        served = create_app(settings)
+        # Everything made so far (modules, classes, pydantic's schemas, the routes: ~200,000
+        # objects) lives as long as the process: out of the collector's sight, a full
+        # collection under load walks only what requests made since, not all of it again
+        # (one was a ~90 ms pause of the event loop; docs/benchmarks.md, issue 33).
+        gc.freeze()
         # ws_max_size: the protocol's frames are small (api.md: 64 KiB), not uvicorn's 16 MiB;
         # http: uvicorn's protocol with a header read timeout (slowloris, headertimeout.py)
-        uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
+        uvicorn.run(served, host=settings.host, port=settings.port,
                     log_config=None, ws="websockets-sansio", lifespan="on",
                     ws_max_size=WS_MAX_FRAME_BYTES,
                     # no permessage-deflate: it compresses every frame on the event loop (about
