@@ -215,10 +215,10 @@ def serve(
         logging.getLogger("maxclaw").info(
             "serving", extra={"url": f"http://{settings.host}:{settings.port}"})
         served = create_app(settings)
-        # Everything made so far (modules, classes, pydantic's schemas, the routes: ~200,000
+        # Everything made so far (modules, classes, pydantic's schemas, the routes: ~100,000
         # objects) lives as long as the process: out of the collector's sight, a full
         # collection under load walks only what requests made since, not all of it again
-        # (one was a ~90 ms pause of the event loop; docs/benchmarks.md, issue 33).
+        # (a ~60 ms pause of the event loop, now ~26 ms; docs/benchmarks.md, issue 33).
         gc.freeze()
         # ws_max_size: the protocol's frames are small (api.md: 64 KiB), not uvicorn's 16 MiB;
         # http: uvicorn's protocol with a header read timeout (slowloris, headertimeout.py)

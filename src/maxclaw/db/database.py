@@ -168,12 +168,11 @@ async def connect(url: str) -> asyncpg.Connection:
     return conn
 
 
-
 def fetch_once(url: str, query: str, *args: Any) -> list[asyncpg.Record]:
     """One query on a connection of its own, from synchronous code (the start-up checks of
     ``serve`` and of every CLI command). asyncpg, not psycopg: the app never needs psycopg
     otherwise, and its import was 0.11-0.16 s of CPU in every process that made these checks
-    (docs/benchmarks.md, issue 33 item 4, tenth session). No codecs: the checks read plain
+    (docs/benchmarks.md, issue 33 item 4, 2026-12-07 night). No codecs: the checks read plain
     columns. In a thread whose event loop is running (a caller inside async code), the query
     runs on a loop of its own in a worker thread."""
 
