@@ -82,9 +82,9 @@ def settle(pid: int, window_s: float = 0.25, busy_share: float = 0.1,
 
 
 def start(database_url: str, log_path: Path, env: dict[str, str] | None = None,
-          module: str = "maxclaw.cli") -> Server:
+          module: str = "maxclaw.cli", quiet: bool = True) -> Server:
     """Start ``python -m <module> serve`` (the real CLI unless a prototype launcher is named)
-    and wait until ``/readyz`` answers 200."""
+    and wait until ``/readyz`` answers 200, then (``quiet``) until the process is idle."""
     port = free_port()
     full_env = {**os.environ, "MAXCLAW_DATABASE_URL": database_url, "MAXCLAW_LOG_JSON": "true",
                 **(env or {})}
@@ -102,7 +102,8 @@ def start(database_url: str, log_path: Path, env: dict[str, str] | None = None,
                                    f"{log_path.read_text()[-3000:]}")
             try:
                 if http.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                    settle(proc.pid)
+                    if quiet:
+                        settle(proc.pid)
                     return Server(proc, port, log_path)
             except httpx.HTTPError:
                 pass

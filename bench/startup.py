@@ -21,15 +21,15 @@ import resource
 import statistics
 import subprocess
 import sys
-import time
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import psutil
 
+from bench import server
 from bench.pg import fresh_database
-from bench.server import BENCH_SECRET_KEY, free_port
+from bench.server import BENCH_SECRET_KEY
 
 MAXCLAW = Path(sys.executable).with_name("maxclaw")
 
@@ -54,33 +54,14 @@ def command_cpu_s(url: str, args: list[str]) -> float:
     return _children_cpu_s() - before
 
 
-def serve_cpu_s(url: str) -> float:
+def serve_cpu_s(url: str, logs: Path) -> float:
     """CPU of ``serve`` from its start to its first ready ``/readyz``."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "maxclaw.cli", "serve", "--port", str(port)],
-                            env=_env(url), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    srv = server.start(url, logs / "serve.log", env=_env(url), quiet=False)
     try:
-        deadline = time.monotonic() + 60
-        with httpx.Client(timeout=1) as http:
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    said = proc.stderr.read().decode()[-500:] if proc.stderr else ""
-                    raise RuntimeError(f"serve exited early: {said}")
-                try:
-                    if http.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                        times = psutil.Process(proc.pid).cpu_times()
-                        return float(times.user + times.system)
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.02)
-        raise RuntimeError("serve did not become ready within 60 s")
+        times = psutil.Process(srv.proc.pid).cpu_times()
+        return float(times.user + times.system)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        srv.stop()
 
 
 def main() -> None:
@@ -90,11 +71,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    logs = Path(tempfile.mkdtemp(prefix="maxclaw-bench-startup-"))
     with fresh_database(args.database_url) as url:
         items: dict[str, Callable[[], float]] = {
             "maxclaw token list": lambda: command_cpu_s(url, ["token", "list"]),
             "maxclaw user list": lambda: command_cpu_s(url, ["user", "list"]),
-            "serve to ready": lambda: serve_cpu_s(url),
+            "serve to ready": lambda: serve_cpu_s(url, logs),
         }
         found: dict[str, list[float]] = {name: [] for name in items}
         for round_ in range(args.repeat):

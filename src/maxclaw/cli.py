@@ -252,15 +252,11 @@ def _warn_if_privileged(url: str) -> None:
 
 
 def _database_answers(url: str) -> bool:
-    from maxclaw.db.database import connect
+    from maxclaw.db.database import fetch_once
     from maxclaw.db.urls import redact
 
-    async def probe() -> None:
-        conn = await connect(url)
-        await conn.close()
-
     try:
-        asyncio.run(probe())
+        fetch_once(url, "SELECT 1")
         return True
     except Exception as exc:
         fail(f"cannot reach the database at {redact(url)}: {exc}")
