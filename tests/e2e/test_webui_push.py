@@ -64,14 +64,23 @@ NOTIFICATIONS_JS = """async () => {
   return shown.map((n) => ({title: n.title, body: n.body, tag: n.tag, data: n.data,
                             actions: n.actions.map((a) => ({action: a.action, title: a.title}))}));
 }"""
-# a click on a shown notification, dispatched in the worker (a script-made event: the worker's
-# handler runs as for a real click; the test then watches what it did)
+# a click on a shown notification, dispatched in the worker: the worker's own handler runs as
+# for a real click. A script-made event cannot be extended (Chromium throws InvalidStateError
+# from its waitUntil, which left the handler's work tied to nothing and its failures unheard:
+# a CI run on 2026-12-07 saw nothing shown for 30 s and no reason), so this stands in for the
+# browser: it keeps what the handler hands to waitUntil and resolves when that settles, and a
+# rejection fails the test with the worker's own error.
 CLICK_JS = """async ([tag, action, reply]) => {
   const [notification] = await self.registration.getNotifications({tag});
   if (!notification) throw new Error('no notification with tag ' + tag);
   const init = {notification, action};
   if (reply !== null) init.reply = reply;
-  self.dispatchEvent(new NotificationEvent('notificationclick', init));
+  const event = new NotificationEvent('notificationclick', init);
+  const extended = [];
+  Object.defineProperty(event, 'waitUntil', {value: (promise) => { extended.push(promise); }});
+  self.dispatchEvent(event);
+  if (!extended.length) throw new Error('the click handler extended nothing');
+  await Promise.all(extended);
 }"""
 
 CLOSE_JS = """async (tag) => {
@@ -113,9 +122,10 @@ async def max_user(push_server: ServerProcess) -> AsyncIterator[WebUser]:
 async def eventually(check: Callable[[], Awaitable[Any]], what: str,
                      timeout_s: float = 30.0) -> Any:
     """Poll ``check`` until it returns something truthy (a browser or another process acts
-    on its own schedule; there is nothing to await across that boundary). 30 s by default: an
-    answer's confirmation took longer than the former 15 s in a CI run on a slow 2-core
-    machine (2026-12-07, nothing shown), where the same chain takes 1-3 s when quiet."""
+    on its own schedule; there is nothing to await across that boundary). 30 s by default,
+    generous for a loaded 2-core machine, where a chain that takes 1-3 s when quiet has taken
+    over 10 s. (A click's confirmation missing after 15 s and then 30 s in CI was not slowness:
+    the click's work was tied to no event; ``CLICK_JS`` now awaits it.)"""
     deadline = time.monotonic() + timeout_s
     while True:
         value = await check()

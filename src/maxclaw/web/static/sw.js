@@ -351,7 +351,9 @@ async function openApp(data) {
   for (const client of windows) {
     if (new URL(client.url).origin !== self.location.origin) continue;
     client.postMessage({ type: 'maxclaw:open', url });
-    if ('focus' in client) return client.focus();
+    // focus() is refused (InvalidAccessError) outside a click's window-interaction grace,
+    // e.g. on a slow device; the page has the message and opens the thread either way
+    if ('focus' in client) return client.focus().catch(() => undefined);
     return undefined;
   }
   return self.clients.openWindow(url);
