@@ -64,23 +64,27 @@ NOTIFICATIONS_JS = """async () => {
   return shown.map((n) => ({title: n.title, body: n.body, tag: n.tag, data: n.data,
                             actions: n.actions.map((a) => ({action: a.action, title: a.title}))}));
 }"""
-# a click on a shown notification, dispatched in the worker: the worker's own handler runs as
-# for a real click. A script-made event cannot be extended (Chromium throws InvalidStateError
-# from its waitUntil, which left the handler's work tied to nothing and its failures unheard:
-# a CI run on 2026-12-07 saw nothing shown for 30 s and no reason), so this stands in for the
+# A script-made event cannot be extended (Chromium throws InvalidStateError from its waitUntil,
+# which left a handler's work tied to nothing and its failures unheard: a CI run on 2026-12-07
+# saw a click's confirmation missing for 30 s and no reason), so the test stands in for the
 # browser: it keeps what the handler hands to waitUntil and resolves when that settles, and a
-# rejection fails the test with the worker's own error.
-CLICK_JS = """async ([tag, action, reply]) => {
+# rejection fails the test with the worker's own error. Defined in the worker as `extended`.
+EXTENDED_JS = """
+const extended = async (event) => {
+  const held = [];
+  Object.defineProperty(event, 'waitUntil', {value: (promise) => { held.push(promise); }});
+  self.dispatchEvent(event);
+  if (!held.length) throw new Error(event.type + ': the handler extended nothing');
+  await Promise.all(held);
+};"""
+# a click on a shown notification, dispatched in the worker: its own handler runs as for a
+# real click
+CLICK_JS = """async ([tag, action, reply]) => {""" + EXTENDED_JS + """
   const [notification] = await self.registration.getNotifications({tag});
   if (!notification) throw new Error('no notification with tag ' + tag);
   const init = {notification, action};
   if (reply !== null) init.reply = reply;
-  const event = new NotificationEvent('notificationclick', init);
-  const extended = [];
-  Object.defineProperty(event, 'waitUntil', {value: (promise) => { extended.push(promise); }});
-  self.dispatchEvent(event);
-  if (!extended.length) throw new Error('the click handler extended nothing');
-  await Promise.all(extended);
+  await extended(new NotificationEvent('notificationclick', init));
 }"""
 
 CLOSE_JS = """async (tag) => {
@@ -576,12 +580,12 @@ def _b64url(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-RESUBSCRIBE_JS = """async ([endpoint, keys]) => {
+RESUBSCRIBE_JS = """async ([endpoint, keys]) => {""" + EXTENDED_JS + """
   const subscription = {endpoint, toJSON: () => ({endpoint, expirationTime: null, keys})};
   const event = new ExtendableEvent('pushsubscriptionchange');
   Object.defineProperty(event, 'oldSubscription', {value: null});
   Object.defineProperty(event, 'newSubscription', {value: subscription});
-  self.dispatchEvent(event);
+  await extended(event);
 }"""
 
 

@@ -137,7 +137,7 @@ def partitioned_url(pg_server: str) -> Iterator[str]:
 
 
 async def test_triggers_fire_on_partitions(partitioned_url: str) -> None:
-    """The rev stamp, its hint (naming the table, not the partition) and the turn mirror."""
+    """The rev stamp, its hint (the user and the transaction) and the turn mirror."""
     conn = await asyncpg.connect(plain_url(partitioned_url))
     hints: asyncio.Queue[str] = asyncio.Queue()
     await conn.add_listener("maxclaw_rev", lambda *a: hints.put_nowait(a[-1]))
@@ -146,8 +146,8 @@ async def test_triggers_fire_on_partitions(partitioned_url: str) -> None:
         thread = await conn.fetchrow("INSERT INTO threads (user_id, kind) VALUES ($1, 'normal')"
                                      " RETURNING id, rev", user)
         hint = json.loads(await asyncio.wait_for(hints.get(), 10))
-        assert (hint["t"], hint["id"], hint["rev"]) == ("threads", str(thread["id"]),
-                                                        thread["rev"])
+        xid = await conn.fetchval("SELECT xid::text FROM threads WHERE id = $1", thread["id"])
+        assert hint == {"u": str(user), "x": xid}
         assert thread["rev"] > 0
         await conn.execute("INSERT INTO turns (user_id, thread_id) VALUES ($1, $2)",
                            user, thread["id"])

@@ -455,6 +455,26 @@ async def test_a_hint_reads_only_the_hinted_user(database_url: str) -> None:
             await c.close()
 
 
+async def test_a_transaction_is_one_hint_and_one_read(database_url: str) -> None:
+    """Three messages written in one transaction reach Max's socket through one hint and one
+    read: the rows' hints are identical (the user and the transaction, 0029), PostgreSQL
+    delivers them once, and the hub reads him past the whole transaction."""
+    async with live_server(database_url, realtime_poll_s=30) as srv:
+        hub = srv.services.realtime
+        max_ = await srv.user("max")
+        client = await srv.client(max_.token)
+        await client.subscribe(None)
+        await hub.sync()
+        hints, reads = hub.metrics.hints._value.get(), users_read(hub, "hint")
+        async with srv.services.db.transaction() as conn:
+            rows = [await conn.fetchrow(INSERT_MESSAGE, max_.user_id, max_.main_thread_id,
+                                        f"message {i}") for i in range(3)]
+        await client.until(partial(holds_keys, client, {("messages", r["id"]) for r in rows}), 5)
+        assert hub.metrics.hints._value.get() - hints == 1
+        assert users_read(hub, "hint") - reads == 1
+        await client.close()
+
+
 async def test_a_hint_held_back_by_an_older_transaction_is_read_when_that_commits(
         database_url: str) -> None:
     """Max's write commits while an older transaction (Eve's) is still open, so the read its

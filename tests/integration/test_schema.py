@@ -343,10 +343,36 @@ async def test_notify_arrives_only_after_commit(
         payload = json.loads(await asyncio.wait_for(listener.queue.get(), timeout=10))
     finally:
         await other.close()
-    # a small hint: ids, the rev and the writing transaction (its stream position), never
-    # the row
-    assert payload == {"t": "threads", "id": str(thread["id"]), "rev": thread["rev"],
-                       "u": user_id, "x": str(thread["xid"])}
+    # a small hint: the user and the writing transaction, never the row (0029)
+    assert payload == {"u": user_id, "x": str(thread["xid"])}
+
+
+async def test_one_hint_per_user_and_transaction(
+        conn: asyncpg.Connection, listener: Notifications, database_url: str) -> None:
+    """The rows one transaction writes for a user (inserts and updates, in all three synced
+    tables) send identical hints, which PostgreSQL delivers once; another user's rows in the
+    same transaction send his own (0029_hint_per_transaction)."""
+    max_id, eve_id = await insert_user(conn), await insert_user(conn, "eve")
+    other = await asyncpg.connect(plain_url(database_url))
+    try:
+        await listener.until_sentinel(await send_sentinel(other))
+        async with conn.transaction():
+            first = await insert_thread(conn, max_id)
+            await insert_thread(conn, max_id)
+            await conn.execute("UPDATE threads SET title = 'renamed' WHERE user_id = $1::uuid",
+                               max_id)
+            await conn.execute("INSERT INTO messages (user_id, thread_id, role, body) "
+                               "VALUES ($1::uuid, $2, 'user', 'x')", max_id, first["id"])
+            await conn.execute(
+                "INSERT INTO decisions (user_id, kind, dedupe_key, thread_id, title, body) "
+                "VALUES ($1::uuid, 'ask', 'k', $2, 't', 'b')", max_id, first["id"])
+            await insert_thread(conn, eve_id)
+        delivered = await listener.until_sentinel(await send_sentinel(other))
+    finally:
+        await other.close()
+    xid = str(first["xid"])
+    assert sorted(map(json.loads, delivered), key=lambda h: h["u"] == eve_id) == [
+        {"u": max_id, "x": xid}, {"u": eve_id, "x": xid}]
 
 
 async def test_notify_never_arrives_after_rollback(
@@ -370,8 +396,7 @@ async def test_notify_never_arrives_after_rollback(
         payload = json.loads(await asyncio.wait_for(listener.queue.get(), timeout=10))
     finally:
         await other.close()
-    assert payload["id"] == str(committed["id"])
-    assert payload["rev"] == committed["rev"]
+    assert payload == {"u": user_id, "x": str(committed["xid"])}
 
 
 async def test_notify_can_be_switched_off_per_transaction(

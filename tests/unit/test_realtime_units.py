@@ -6,13 +6,21 @@ import asyncio
 import json
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from maxclaw.db.database import Database
 from maxclaw.realtime import frames, logfilter
-from maxclaw.realtime.cursor import ORIGIN, CursorError, Position, decode, encode
-from maxclaw.realtime.hub import Subscription
+from maxclaw.realtime.cursor import (
+    ORIGIN,
+    CursorError,
+    Position,
+    decode,
+    encode,
+    transaction_end,
+)
+from maxclaw.realtime.hub import RealtimeHub, Subscription
 from maxclaw.realtime.sendqueue import SendQueue
 from maxclaw.realtime.store import Change
 from maxclaw.timeline.rows import MessageRow
@@ -136,3 +144,26 @@ def test_redaction_judges_the_name_after_percent_decoding(path: str) -> None:
     # issue 14, finding 8: ``?%74oken=`` is ``token`` to the server and escaped the mask
     assert "abc" not in logfilter.redact(path)
     assert logfilter.redact(path).endswith("=***")
+
+
+@pytest.mark.parametrize(("hint", "pending"), [
+    ({"u": "max", "x": "734"}, transaction_end(734)),  # 0029: the user and the transaction
+    ({"t": "threads", "id": "a", "rev": 40201, "u": "max", "x": "734"},  # before 0029
+     Position(734, 40201)),
+])
+def test_a_hint_makes_its_user_pending_to_where_it_points(hint: dict[str, Any],
+                                                          pending: Position) -> None:
+    """A hint of either shape makes a connected user pending until his sockets are covered
+    past it; a transaction's hint is covered by a read whose horizon passed that transaction,
+    not by one that stopped at one of its rows."""
+    hub = RealtimeHub(cast(Database, None), poll_s=30)
+    sub = Subscription("max", None, Position(700, 5), SendQueue(max_chars=1000), lambda: None)
+    hub._subs["max"] = {sub}
+    hub._on_hint(json.dumps(hint))
+    assert hub._pending == {"max": pending}
+    sub.covered = Position(734, 40201)  # a page cut at a row of the transaction
+    assert hub._covered("max", transaction_end(734)) is False
+    sub.covered = Position(735, 0)  # a horizon past it
+    assert hub._covered("max", pending) is True
+    hub._on_hint(json.dumps({"u": "eve", "x": "9"}))  # nobody of hers here: nothing to read
+    assert "eve" not in hub._pending

@@ -12,11 +12,12 @@ CREATE SEQUENCE maxclaw_rev_seq;
 
 -- Every insert and update of a synced row takes a new rev from the sequence and records the
 -- writing transaction (xid8), so a client's cursor (xid, rev) never skips a late committer.
--- The NOTIFY is only a hint (table, id, rev, user, xid; never row contents); PostgreSQL delivers
--- it at commit and never after a rollback. `SET LOCAL maxclaw.notify = 'off'` skips it for a
--- transaction (bulk jobs that announce themselves another way). The table is named by the
--- trigger's argument: on a table partitioned by user (maxclaw db partition) TG_TABLE_NAME is the
--- partition's name, and the hint must say "threads", not "threads_p3" (0006_user_keys).
+-- The NOTIFY is only a hint: the user and the writing transaction, never row contents, so the
+-- rows one transaction writes for a user send identical payloads, which PostgreSQL delivers
+-- once (0029_hint_per_transaction: five hints per answer became one). It is delivered at commit
+-- and never after a rollback. `SET LOCAL maxclaw.notify = 'off'` skips it for a transaction
+-- (bulk jobs that announce themselves another way). The triggers still pass their table's name
+-- (0006_user_keys), which the hint no longer carries.
 CREATE FUNCTION maxclaw_stamp_rev() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     NEW.rev := nextval('maxclaw_rev_seq');
@@ -26,7 +27,6 @@ BEGIN
     END IF;
     IF coalesce(current_setting('maxclaw.notify', true), '') <> 'off' THEN
         PERFORM pg_notify('maxclaw_rev', json_build_object(
-            't', coalesce(TG_ARGV[0], TG_TABLE_NAME), 'id', NEW.id, 'rev', NEW.rev,
             'u', NEW.user_id, 'x', NEW.xid::text)::text);
     END IF;
     RETURN NEW;

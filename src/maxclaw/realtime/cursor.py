@@ -34,6 +34,13 @@ class Position:
 ORIGIN = Position(0, 0)
 
 
+def transaction_end(xid: int) -> Position:
+    """The position past every row transaction ``xid`` wrote: what a rev hint names since
+    0029 (one hint per user and transaction, ``{"u", "x"}``). ``Position(h, 0)`` with ``h >
+    xid`` covers it, so a read whose horizon passed the transaction settles the hint."""
+    return Position(xid, _MAX)
+
+
 def encode(position: Position) -> str:
     """The opaque cursor string for ``position`` (base64url, no padding)."""
     raw = f"{CURSOR_VERSION}.{position.xid}.{position.rev}".encode()

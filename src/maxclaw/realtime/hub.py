@@ -7,9 +7,12 @@ records how far it is covered, so a socket that joins while a read is in flight 
 read for in the next batch: no gap, whatever the timing.
 
 Which users a batch reads for:
-- a hint names a user and the position ``(x, rev)`` it stands for; the user is *pending*
-  until every socket of theirs is covered past that position (a read whose snapshot horizon
-  is held back by an older transaction leaves it pending, and the next batch reads it again).
+- a hint names a user and the transaction ``x`` that wrote for him (one hint per user and
+  transaction: PostgreSQL sends a transaction's identical payloads once, 0029); the user is
+  *pending* until every socket of theirs is covered past every row of ``x``
+  (``cursor.transaction_end``; a hint from before 0029 also names its row's ``rev`` and stands
+  for ``(x, rev)``). A read whose snapshot horizon is held back by an older transaction leaves
+  the user pending, and the next batch reads him again.
   A hint batch reads the pending users and users who just subscribed, so its cost follows
   what changed, not how many sockets are connected (1,000 users cost 13 ms a batch before);
 - a user left pending because the horizon was held back is *held*: the older transaction may
@@ -43,7 +46,7 @@ from maxclaw.db.listen import Listener
 from maxclaw.db.listen import Subscription as Listening
 from maxclaw.errors import Unavailable
 from maxclaw.realtime import frames, store
-from maxclaw.realtime.cursor import ORIGIN, Position
+from maxclaw.realtime.cursor import ORIGIN, Position, transaction_end
 from maxclaw.realtime.sendqueue import SendQueue
 from maxclaw.realtime.store import Change, Changes
 
@@ -348,7 +351,9 @@ class RealtimeHub:
         try:
             hint = json.loads(payload)
             user = hint["u"]
-            position = Position(int(hint["x"]), int(hint["rev"]))
+            xid = int(hint["x"])
+            rev = hint.get("rev")  # a row's hint, as sent before 0029 (a rolling upgrade)
+            position = transaction_end(xid) if rev is None else Position(xid, int(rev))
         except (ValueError, KeyError, TypeError):
             self.wake()  # not a hint we can place: read everyone (the tick would anyway)
             return
