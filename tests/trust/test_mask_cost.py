@@ -55,7 +55,7 @@ def test_a_mib_of_empty_strings_costs_about_one_json_pass(tmp_path: Path) -> Non
     content = [""] * EMPTY_STRINGS
     assert len(json.dumps(content)) >= 1024 * 1024
     guard, reference = [], []
-    for _ in range(3):  # interleaved: the machine's load weighs on both alike
+    for _ in range(5):  # interleaved pairs: the machine's load weighs on both of a pair alike
         began = time.perf_counter()
         json.dumps({"content": content})
         reference.append(time.perf_counter() - began)
@@ -63,9 +63,14 @@ def test_a_mib_of_empty_strings_costs_about_one_json_pass(tmp_path: Path) -> Non
         out = secrets.guard_rows(live, USER, THREAD, body=None, content=content)
         guard.append(time.perf_counter() - began)
         assert out.sealed is None and out.content == json.dumps(content)
-    print(f"\nguard {min(guard) * 1000:.1f} ms, one json.dumps {min(reference) * 1000:.1f} ms")
-    # the target is 50 ms per MiB; a JSON pass is ~40 ms here, and the check is at most a few
-    assert min(guard) < 4 * min(reference) + 0.02
+    pairs = [f"{g * 1000:.1f}/{r * 1000:.1f}" for g, r in zip(guard, reference, strict=True)]
+    print(f"\nguard/one json.dumps, ms: {', '.join(pairs)}")
+    # the target is 50 ms per MiB; a JSON pass is 12-40 ms here, and the check is at most a
+    # few (1.3-1.4x when quiet). Judged within a pair, never across pairs: under make test's
+    # load one lucky 12 ms reference beside guards of 81-158 ms failed a min-against-min
+    # comparison (2026-12-07), while two of its three pairs stayed within 1.4x. The bug this
+    # guards against was 13 s, ~300x, in every pair.
+    assert any(g < 4 * r + 0.02 for g, r in zip(guard, reference, strict=True)), pairs
 
 
 def test_a_row_repeating_a_secret_is_still_masked_wherever_it_is(tmp_path: Path) -> None:
