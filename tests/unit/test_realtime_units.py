@@ -146,16 +146,15 @@ def test_redaction_judges_the_name_after_percent_decoding(path: str) -> None:
     assert logfilter.redact(path).endswith("=***")
 
 
-@pytest.mark.parametrize(("hint", "pending"), [
-    ({"u": "max", "x": "734"}, transaction_end(734)),  # 0029: the user and the transaction
-    ({"t": "threads", "id": "a", "rev": 40201, "u": "max", "x": "734"},  # before 0029
-     Position(734, 40201)),
+@pytest.mark.parametrize("hint", [
+    {"u": "max", "x": "734"},  # 0029: the user and the transaction
+    {"t": "threads", "id": "a", "rev": 40201, "u": "max", "x": "734"},  # a row's, before 0029
 ])
-def test_a_hint_makes_its_user_pending_to_where_it_points(hint: dict[str, Any],
-                                                          pending: Position) -> None:
+def test_a_hint_makes_its_user_pending_past_its_transaction(hint: dict[str, Any]) -> None:
     """A hint of either shape makes a connected user pending until his sockets are covered
-    past it; a transaction's hint is covered by a read whose horizon passed that transaction,
-    not by one that stopped at one of its rows."""
+    past the hint's whole transaction: by a read whose horizon passed it, not by one that
+    stopped at one of its rows."""
+    pending = transaction_end(734)
     hub = RealtimeHub(cast(Database, None), poll_s=30)
     sub = Subscription("max", None, Position(700, 5), SendQueue(max_chars=1000), lambda: None)
     hub._subs["max"] = {sub}

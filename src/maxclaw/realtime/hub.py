@@ -10,9 +10,8 @@ Which users a batch reads for:
 - a hint names a user and the transaction ``x`` that wrote for him (one hint per user and
   transaction: PostgreSQL sends a transaction's identical payloads once, 0029); the user is
   *pending* until every socket of theirs is covered past every row of ``x``
-  (``cursor.transaction_end``; a hint from before 0029 also names its row's ``rev`` and stands
-  for ``(x, rev)``). A read whose snapshot horizon is held back by an older transaction leaves
-  the user pending, and the next batch reads him again.
+  (``cursor.transaction_end``). A read whose snapshot horizon is held back by an older
+  transaction leaves the user pending, and the next batch reads him again.
   A hint batch reads the pending users and users who just subscribed, so its cost follows
   what changed, not how many sockets are connected (1,000 users cost 13 ms a batch before);
 - a user left pending because the horizon was held back is *held*: the older transaction may
@@ -351,9 +350,9 @@ class RealtimeHub:
         try:
             hint = json.loads(payload)
             user = hint["u"]
-            xid = int(hint["x"])
-            rev = hint.get("rev")  # a row's hint, as sent before 0029 (a rolling upgrade)
-            position = transaction_end(xid) if rev is None else Position(xid, int(rev))
+            # the whole transaction, also for a hint from before 0029 that names its row's
+            # rev: a read past the transaction covers that row too
+            position = transaction_end(int(hint["x"]))
         except (ValueError, KeyError, TypeError):
             self.wake()  # not a hint we can place: read everyone (the tick would anyway)
             return
