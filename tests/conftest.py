@@ -12,6 +12,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -238,14 +239,21 @@ class Harness:
                                  base_url="http://test", headers=headers)
 
 
-@pytest.fixture
-async def harness(database_url: str) -> AsyncIterator[Harness]:
-    """The app in-process (lifespan run), with services reachable for setup."""
-    app = create_app(app_settings(database_url))
+@asynccontextmanager
+async def harness_for(database_url: str, **overrides: Any) -> AsyncIterator[Harness]:
+    """The app in-process (lifespan run) with ``app_settings(database_url, **overrides)``."""
+    app = create_app(app_settings(database_url, **overrides))
     async with app.router.lifespan_context(app):
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
         yield Harness(app=app, services=app.state.services, client=client)
         await client.aclose()
+
+
+@pytest.fixture
+async def harness(database_url: str) -> AsyncIterator[Harness]:
+    """The app in-process (lifespan run), with services reachable for setup."""
+    async with harness_for(database_url) as h:
+        yield h
 
 
 async def user_with_tokens(database_url: str, name: str = "max") -> tuple[str, str]:

@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     db_pool_min: int = 2
     db_pool_max: int = 20
     db_command_timeout_s: float = 10.0
+    # Send the live-update hints (NOTIFY) after each commit instead of inside it: for a database
+    # whose disk flushes slowly (milliseconds: network storage), where notifying commits would
+    # be flushed one at a time for every user; it costs two round trips per write on a fast
+    # disk (docs/operations.md, "Hints after the commit")
+    hints_after_commit: bool = False
 
     # background jobs inside `serve`; tests switch them off to drive them by hand
     run_sweeper: bool = True

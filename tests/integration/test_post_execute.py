@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -14,7 +15,16 @@ import pytest
 from maxclaw.components import tool_store
 from maxclaw.push.payload import build_payload
 from tests.cards import CHOICE, SECRET, TEXT, ask_args, execute, new_thread, post_card
-from tests.conftest import Harness
+from tests.conftest import Harness, harness_for
+
+
+@pytest.fixture(params=[False, True], ids=["hints-in-commit", "hints-after-commit"])
+async def harness(database_url: str, request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
+    """Every test here twice: the post with ``execute`` and the answer are one statement each
+    in autocommit by default, and a transaction each with MAXCLAW_HINTS_AFTER_COMMIT
+    (``Database.writer``), whose races and refusals must come out the same."""
+    async with harness_for(database_url, hints_after_commit=request.param) as h:
+        yield h
 
 
 def _row(*calls: tuple[str, str, Any], execute: Any = True) -> dict[str, Any]:

@@ -168,7 +168,8 @@ class Answers(CardJob):
         assert tuple(e for e in t.effects if e not in _NOTHING_UNLESS_WITH_MAIN) \
             == FUSED_EFFECTS, t.effects
         sources = fused_sources(t)
-        async with self.db.connection() as conn:
+        # autocommit, or a transaction when the hints go after the commit (Database.writer)
+        async with self.db.writer() as conn:
             for _ in range(ANSWER_SNAPSHOT_TRIES):
                 new = await store.answer_settle(
                     conn, user_id, component_id, sources=sources,

@@ -7,6 +7,46 @@
 -- requires it to equal the migrated one, definitions included (whitespace aside): a migration
 -- that changes a function or trigger must change it here too, or that test fails.
 
+-- Hints after the commit (0030_hints_after_commit), an operator's choice. A transaction that
+-- NOTIFYs takes a lock shared by the whole cluster at its pre-commit and holds it until its
+-- commit record is on disk, so notifying commits are flushed one after the other, every user's
+-- alike: on a disk whose flush takes 2 ms, the round trip's rate fell from four clients to
+-- sixteen (docs/benchmarks.md, issue 33 item 1, "Hints after the commit"). A transaction that
+-- says `SET LOCAL maxclaw.notify = 'after_commit'` promises to run maxclaw_send_owed_hints()
+-- right after its COMMIT (the service does both in the round trips of its BEGIN and COMMIT when
+-- MAXCLAW_HINTS_AFTER_COMMIT is on, db/database.py); its triggers keep the hint in a session
+-- setting instead, which a rollback takes back with the rows. One hint per channel is owed:
+-- another (a second user in one transaction) is NOTIFYed inside the transaction as before. A
+-- hint owed and never sent (the process died between the two) costs the realtime hub its next
+-- tick and a waiting claim its next poll: a hint is never the truth, the rows are.
+CREATE FUNCTION maxclaw_owe_hint(setting text, hint text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    owed text := coalesce(current_setting(setting, true), '');
+BEGIN
+    IF owed = hint THEN
+        RETURN true;
+    ELSIF owed <> '' THEN
+        RETURN false;
+    END IF;
+    PERFORM set_config(setting, hint, false);
+    RETURN true;
+END $$;
+
+-- Sends what this session's committed transactions owe (nothing for one that wrote no synced
+-- row: then it takes no transaction id and no lock) and forgets it.
+CREATE FUNCTION maxclaw_send_owed_hints() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    rev text := coalesce(current_setting('maxclaw.owed_rev', true), '');
+    turn text := coalesce(current_setting('maxclaw.owed_turn', true), '');
+BEGIN
+    IF rev <> '' THEN
+        PERFORM pg_notify('maxclaw_rev', rev), set_config('maxclaw.owed_rev', '', false);
+    END IF;
+    IF turn <> '' THEN
+        PERFORM pg_notify('maxclaw_turn', turn), set_config('maxclaw.owed_turn', '', false);
+    END IF;
+END $$;
+
 -- One global sequence orders every synced row (threads, messages, decisions) across tables.
 CREATE SEQUENCE maxclaw_rev_seq;
 
@@ -16,18 +56,26 @@ CREATE SEQUENCE maxclaw_rev_seq;
 -- rows one transaction writes for a user send identical payloads, which PostgreSQL delivers
 -- once (0029_hint_per_transaction: five hints per answer became one). It is delivered at commit
 -- and never after a rollback. `SET LOCAL maxclaw.notify = 'off'` skips it for a transaction
--- (bulk jobs that announce themselves another way). The triggers still pass their table's name
--- (0006_user_keys), which the hint no longer carries.
+-- (bulk jobs that announce themselves another way); `'after_commit'` owes it to the committer
+-- instead (maxclaw_owe_hint above).
+-- The triggers still pass their table's name (0006_user_keys), which the hint no longer carries.
 CREATE FUNCTION maxclaw_stamp_rev() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    notify text := coalesce(current_setting('maxclaw.notify', true), '');
+    hint text;
 BEGIN
     NEW.rev := nextval('maxclaw_rev_seq');
     NEW.xid := pg_current_xact_id();
     IF TG_OP = 'UPDATE' THEN
         NEW.updated_at := now();
     END IF;
-    IF coalesce(current_setting('maxclaw.notify', true), '') <> 'off' THEN
-        PERFORM pg_notify('maxclaw_rev', json_build_object(
-            'u', NEW.user_id, 'x', NEW.xid::text)::text);
+    IF notify <> 'off' THEN
+        hint := json_build_object('u', NEW.user_id, 'x', NEW.xid::text)::text;
+        IF notify <> 'after_commit' THEN
+            PERFORM pg_notify('maxclaw_rev', hint);
+        ELSIF NOT maxclaw_owe_hint('maxclaw.owed_rev', hint) THEN
+            PERFORM pg_notify('maxclaw_rev', hint);
+        END IF;
     END IF;
     RETURN NEW;
 END $$;
@@ -82,7 +130,8 @@ CREATE TRIGGER messages_derived BEFORE INSERT OR UPDATE ON messages
     FOR EACH ROW EXECUTE FUNCTION maxclaw_messages_derived();
 
 -- threads.turn_state follows the thread's active turn (running > queued > idle), and a queued
--- turn wakes waiting runtimes: NOTIFY maxclaw_turn with the user id as payload.
+-- turn wakes waiting runtimes: NOTIFY maxclaw_turn with the user id as payload (owed to the
+-- committer when it says so, as the rev hint is).
 CREATE FUNCTION maxclaw_turn_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     state text;
@@ -96,7 +145,11 @@ BEGIN
     UPDATE threads SET turn_state = state
      WHERE user_id = NEW.user_id AND id = NEW.thread_id AND turn_state IS DISTINCT FROM state;
     IF NEW.status = 'queued' THEN
-        PERFORM pg_notify('maxclaw_turn', NEW.user_id::text);
+        IF current_setting('maxclaw.notify', true) IS DISTINCT FROM 'after_commit' THEN
+            PERFORM pg_notify('maxclaw_turn', NEW.user_id::text);
+        ELSIF NOT maxclaw_owe_hint('maxclaw.owed_turn', NEW.user_id::text) THEN
+            PERFORM pg_notify('maxclaw_turn', NEW.user_id::text);
+        END IF;
     END IF;
     RETURN NULL;
 END $$;

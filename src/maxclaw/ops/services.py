@@ -31,4 +31,5 @@ def database_for(settings: Settings, url: str | None = None, *, min_size: int | 
                     max_size=settings.db_pool_max if max_size is None else max_size,
                     command_timeout=settings.db_command_timeout_s,
                     listen_url=settings.listen_database_url,
-                    statement_cache_size=0 if settings.db_pooler == "pgbouncer" else 100)
+                    statement_cache_size=0 if settings.db_pooler == "pgbouncer" else 100,
+                    hints_after_commit=settings.hints_after_commit)

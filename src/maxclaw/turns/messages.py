@@ -134,9 +134,10 @@ class AgentMessageService:
 
     async def _post_and_execute(self, who: Principal, thread_id: str, body: dict[str, Any],
                                 turn_id: int | None, tools: ToolService) -> dict[str, Any]:
-        """The assistant row and its cards in one read and one statement (no BEGIN/COMMIT):
-        the read (the thread, results already stored for these calls, presence, the thread's
-        live secrets for the echo check), then ``components.post_store.post_cards`` writes the row,
+        """The assistant row and its cards in one read and one statement (no BEGIN/COMMIT,
+        unless the hints go after the commit: ``Database.writer``): the read (the thread,
+        results already stored for these calls, presence, the thread's live secrets for the
+        echo check), then ``components.post_store.post_cards`` writes the row,
         and per card its tool row, carriers, pushes and components, fenced by the turn. A
         retry (its calls already have results) writes nothing and replays them; a call that
         needs more than posting a card (a refusal, Main's tools) writes nothing here, and the
@@ -145,7 +146,7 @@ class AgentMessageService:
         content, calls = self._row_fields(body)
         ids = [c["id"] for c in calls]
         try:
-            async with self.db.connection() as conn:
+            async with self.db.writer() as conn:
                 context = await tool_store.post_context(conn, who.user_id, thread_id, ids,
                                                         tools.components.clock.now())
                 if context is None:
