@@ -20,8 +20,10 @@ import pytest
 
 from maxclaw.db.database import Database
 from maxclaw.db.urls import plain_url
+from maxclaw.ops.services import database_for
+from tests import pooler
 from tests.cards import ask_args, new_thread
-from tests.conftest import harness_for
+from tests.conftest import app_settings, harness_for
 from tests.integration.test_schema import (
     Notifications,
     insert_thread,
@@ -32,9 +34,16 @@ OWED = "SELECT coalesce(current_setting('maxclaw.owed_rev', true), '') AS rev, "
        "coalesce(current_setting('maxclaw.owed_turn', true), '') AS turn"
 
 
+def direct(database_url: str) -> str:
+    """The URL that reaches PostgreSQL itself: a session for LISTEN and for the raw statements
+    below (BEGIN and COMMIT by hand, session settings), also when the tests run through
+    PgBouncer in transaction mode (.ci/run's PgBouncer step runs this file)."""
+    return str(pooler.settings_for(database_url).get("listen_database_url", database_url))
+
+
 @pytest.fixture
 async def conn(database_url: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(plain_url(database_url))
+    connection = await asyncpg.connect(plain_url(direct(database_url)))
     yield connection
     await connection.close()
 
@@ -42,7 +51,7 @@ async def conn(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 @pytest.fixture
 async def other(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     """A connection of its own for the sentinels."""
-    connection = await asyncpg.connect(plain_url(database_url))
+    connection = await asyncpg.connect(plain_url(direct(database_url)))
     yield connection
     await connection.close()
 
@@ -51,7 +60,7 @@ async def other(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 async def heard(database_url: str) -> AsyncIterator[dict[str, Notifications]]:
     """What the rev and turn channels deliver, each with its own queue."""
     channels = {"maxclaw_rev": Notifications(), "maxclaw_turn": Notifications()}
-    connection = await asyncpg.connect(plain_url(database_url))
+    connection = await asyncpg.connect(plain_url(direct(database_url)))
     for channel, notifications in channels.items():
         await connection.add_listener(channel, notifications)
     yield channels
@@ -60,9 +69,13 @@ async def heard(database_url: str) -> AsyncIterator[dict[str, Notifications]]:
 
 @pytest.fixture
 async def db(database_url: str) -> AsyncIterator[Database]:
-    """The service's pool with hints after the commit and one connection, so every block below
-    runs on the same session and its owed settings can be read after the block."""
-    database = Database(database_url, min_size=1, max_size=1, hints_after_commit=True)
+    """The service's pool with hints after the commit, as the app builds it (through the
+    pooler when the tests use one), with one connection: every block below runs on the same
+    session and its owed settings can be read after the block (through PgBouncer each
+    transaction may land on another server connection; then the check reads whichever it
+    gets, which must owe nothing either)."""
+    database = database_for(app_settings(database_url, hints_after_commit=True),
+                            min_size=1, max_size=1)
     await database.open()
     yield database
     await database.close()
@@ -71,7 +84,7 @@ async def db(database_url: str) -> AsyncIterator[Database]:
 @pytest.fixture
 async def plain_db(database_url: str) -> AsyncIterator[Database]:
     """The service's pool as configured by default."""
-    database = Database(database_url, min_size=1, max_size=1)
+    database = database_for(app_settings(database_url), min_size=1, max_size=1)
     await database.open()
     yield database
     await database.close()
