@@ -147,9 +147,11 @@ def database_url(pg_server: str, plans_template: str,
 
 @pytest.fixture
 async def counted(database_url: str) -> AsyncIterator[tuple[Harness, counting.StatementLog]]:
-    """The app in-process on a database with realistic row counts, every statement logged."""
+    """The app in-process on a database with realistic row counts, every statement logged;
+    as it ships (hints in the commit: MAXCLAW_HINTS_AFTER_COMMIT adds a BEGIN and a COMMIT to
+    each of the round trip's writes, docs/benchmarks.md), whatever the environment says."""
     with counting.installed() as log:
-        app = create_app(app_settings(database_url))
+        app = create_app(app_settings(database_url, hints_after_commit=False))
         async with app.router.lifespan_context(app):
             client = Harness(app=app, services=app.state.services, client=None)  # type: ignore[arg-type]
             yield client, log
