@@ -308,8 +308,8 @@ class Database:
         """A connection for a write that is one statement (with reads before it): autocommit,
         the cheapest; a transaction when hints go after the commit, since only a transaction
         can say so before its writes and send them after its commit (``HINTED_EDGES``: two
-        more round trips, which cost 16% of the round trip at one client on a disk that
-        flushes in 0.16 ms and free commits from one another on a slow one)."""
+        more round trips; what they cost and free, by disk: docs/operations.md, "Hints after
+        the commit")."""
         if self.hints_after_commit:
             async with self.transaction() as conn:
                 yield conn
